@@ -1,0 +1,191 @@
+// Package storage defines the contract between the ResourceService and the
+// store that keeps resources: the Backend and Watch interfaces, the sentinel
+// errors, and the rules every implementation follows. The conformance suite
+// in storage/conformance checks those rules; storage/inmem is the default
+// implementation.
+//
+// # Ownership of messages
+//
+// A Backend never keeps a message the caller passed in: it copies what it
+// stores. Messages a Backend returns (from Read, List, WriteCAS and watch
+// events) may be shared with the backend and with other callers, so callers
+// must treat them as read-only and clone before changing them
+// (proto.Clone). This keeps reads and watch fan-out free of copies.
+//
+// # Uids
+//
+// Names are chosen by users and may be reused after a delete; the Uid, a
+// ULID set by the ResourceService at creation, tells the lifetimes apart.
+//
+// # GroupVersion
+//
+// Types with the same Group and Kind but a different GroupVersion name the
+// same stored resource. Only one form is stored at a time; writes may replace
+// one form with another.
+//
+// # Read-modify-write
+//
+// Every Backend write is a compare-and-swap on Version. Unconditional writes
+// are built above the backend (in the ResourceService) as read, modify,
+// WriteCAS, retried on ErrCASFailure, which is also how Status and Uid are
+// carried over without the backend knowing about partial updates.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// Wildcard, in a Tenancy field of List or WatchList, matches every value of
+// that unit.
+const Wildcard = "*"
+
+var (
+	// ErrNotFound means no resource is stored under the given ID (or none
+	// with the given Uid).
+	ErrNotFound = errors.New("resource not found")
+
+	// ErrCASFailure means the version given to a CAS operation is not the
+	// stored version.
+	ErrCASFailure = errors.New("CAS operation failed because the given version doesn't match what is stored")
+
+	// ErrWrongUid means the Uid given to a write is not the stored resource's
+	// Uid: the caller is addressing a different lifetime of the name.
+	ErrWrongUid = errors.New("write failed because the given uid doesn't match what is stored")
+
+	// ErrInconsistent means the backend could not give the consistency the
+	// operation needs, e.g. it lost quorum.
+	ErrInconsistent = errors.New("cannot satisfy consistency requirements")
+
+	// ErrWatchClosed is returned by Watch.Next after Close.
+	ErrWatchClosed = errors.New("watch closed")
+
+	// ErrWatchTooSlow ends a watch whose consumer fell so far behind that the
+	// backend stopped buffering for it. The consumer should start a new
+	// WatchList (and treat its snapshot as the new truth).
+	ErrWatchTooSlow = errors.New("watch ended: the consumer could not keep up with the event rate")
+)
+
+// ReadConsistency is the guarantee a read asks for.
+type ReadConsistency int
+
+const (
+	// EventualConsistency gives monotonic reads: on one server, a read never
+	// returns older data than an earlier read or an event already delivered
+	// by WatchList. It may miss recent writes. This is the cheap default.
+	EventualConsistency ReadConsistency = iota
+
+	// StrongConsistency gives linearizable reads: the result reflects every
+	// write that completed before the read started.
+	StrongConsistency
+)
+
+// String returns a readable name of the consistency level.
+func (c ReadConsistency) String() string {
+	switch c {
+	case EventualConsistency:
+		return "eventual"
+	case StrongConsistency:
+		return "strong"
+	}
+	return fmt.Sprintf("ReadConsistency(%d)", int(c))
+}
+
+// Backend is the store behind the ResourceService. Implementations must be
+// safe for concurrent use.
+type Backend interface {
+	// Read returns the resource stored under id.
+	//
+	// An empty id.Uid matches whatever is stored under the name; a non-empty
+	// one must equal the stored Uid, else ErrNotFound.
+	//
+	// When the stored resource's GroupVersion differs from
+	// id.Type.GroupVersion, Read returns a GroupVersionMismatchError holding
+	// the stored resource.
+	Read(ctx context.Context, consistency ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error)
+
+	// WriteCAS stores res if res.Version equals the stored version, where an
+	// empty version means "must not exist yet"; otherwise ErrCASFailure. On
+	// success it returns the stored copy with its new Version: a decimal
+	// rendering of a store-wide revision that grows with every write.
+	//
+	// A non-empty res.Id.Uid that differs from the stored Uid gives
+	// ErrWrongUid. The GroupVersion is not checked: a write may replace the
+	// stored form with another version of the type.
+	//
+	// ErrInconsistent means the write could not be made safely (e.g. no
+	// quorum); it was not applied.
+	WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error)
+
+	// DeleteCAS deletes the resource stored under id if version equals the
+	// stored version (an empty version deletes whatever is stored);
+	// otherwise ErrCASFailure. Deleting what does not exist, or a resource
+	// whose Uid differs from a non-empty id.Uid, does nothing and succeeds.
+	// The GroupVersion of id is ignored.
+	DeleteCAS(ctx context.Context, id *pbresource.ID, version string) error
+
+	// List returns the resources of a type (any GroupVersion: callers check
+	// and translate) in tenancy, whose names start with namePrefix. Tenancy
+	// fields may be Wildcard. Results are ordered by tenancy then name.
+	// Only EventualConsistency must be supported.
+	List(ctx context.Context, consistency ReadConsistency, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) ([]*pbresource.Resource, error)
+
+	// WatchList watches the resources List would return. The Watch first
+	// yields an Upsert for each matching resource (the snapshot), then
+	// exactly one EndOfSnapshot, then an Upsert or Delete for each change
+	// after the snapshot, in commit order, with no gap and no duplicate.
+	//
+	// Events may be late but never out of order, and Read never returns
+	// older data than the newest event delivered (monotonic reads across
+	// Read and WatchList, on one backend instance).
+	WatchList(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) (Watch, error)
+
+	// OwnerReferences returns the IDs of the resources whose Owner is id
+	// (matched with Uid). Results may be stale but are monotonic with
+	// WatchList: once a watch reported the owner's deletion, the result
+	// holds every resource the owner had at that point. Resources created
+	// with that owner after its deletion may be missed.
+	OwnerReferences(ctx context.Context, id *pbresource.ID) ([]*pbresource.ID, error)
+}
+
+// Watch is a stream of events from Backend.WatchList.
+type Watch interface {
+	// Next blocks until the next event, ctx is done, or the watch ends. After
+	// an error the watch is finished and should be closed.
+	Next(ctx context.Context) (*pbresource.WatchEvent, error)
+
+	// Close stops the watch and releases what it holds. It is safe to call
+	// more than once and concurrently with Next.
+	Close()
+}
+
+// UnversionedType is a resource type without its GroupVersion: the identity
+// under which resources are stored.
+type UnversionedType struct {
+	Group string
+	Kind  string
+}
+
+// UnversionedTypeFrom drops the GroupVersion of t.
+func UnversionedTypeFrom(t *pbresource.Type) UnversionedType {
+	return UnversionedType{Group: t.GetGroup(), Kind: t.GetKind()}
+}
+
+// GroupVersionMismatchError is returned by Read when the resource is stored
+// under a different GroupVersion than the one asked for.
+type GroupVersionMismatchError struct {
+	// RequestedType is the type given to Read.
+	RequestedType *pbresource.Type
+
+	// Stored is the resource in its stored form.
+	Stored *pbresource.Resource
+}
+
+// Error implements error.
+func (e GroupVersionMismatchError) Error() string {
+	return fmt.Sprintf("resource was requested with GroupVersion=%q, but stored with GroupVersion=%q",
+		e.RequestedType.GetGroupVersion(), e.Stored.GetId().GetType().GetGroupVersion())
+}
