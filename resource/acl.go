@@ -1,0 +1,107 @@
+package resource
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// Access is the kind of access a request needs.
+type Access int
+
+const (
+	// AccessRead is reading one resource.
+	AccessRead Access = iota + 1
+	// AccessList is listing or watching resources of a type.
+	AccessList
+	// AccessWrite is creating, changing or deleting a resource, or writing
+	// its status.
+	AccessWrite
+)
+
+// String names the access.
+func (a Access) String() string {
+	switch a {
+	case AccessRead:
+		return "read"
+	case AccessList:
+		return "list"
+	case AccessWrite:
+		return "write"
+	}
+	return fmt.Sprintf("Access(%d)", int(a))
+}
+
+// Authorizer answers what the caller of one request may do. The server
+// resolves one per request (see server.ACLResolver); ACL hooks receive it and
+// may type-assert it to a richer interface of the host's own.
+type Authorizer interface {
+	// Allowed reports whether the caller has access to the resource named by
+	// id. For AccessList, id carries the type and tenancy and an empty name.
+	Allowed(access Access, id *pbresource.ID) bool
+}
+
+// AuthorizerFunc adapts a function to Authorizer.
+type AuthorizerFunc func(access Access, id *pbresource.ID) bool
+
+// Allowed implements Authorizer.
+func (f AuthorizerFunc) Allowed(access Access, id *pbresource.ID) bool { return f(access, id) }
+
+// AllowAll is an Authorizer that allows everything: the default when a host
+// configures no ACL resolver.
+var AllowAll Authorizer = AuthorizerFunc(func(Access, *pbresource.ID) bool { return true })
+
+// DenyAll is an Authorizer that allows nothing.
+var DenyAll Authorizer = AuthorizerFunc(func(Access, *pbresource.ID) bool { return false })
+
+// ErrPermissionDenied is returned (possibly wrapped) by ACL hooks to refuse
+// a request; the server answers PermissionDenied.
+var ErrPermissionDenied = errors.New("permission denied")
+
+// ACLHooks overrides a type's authorization checks. A nil hook falls back to
+// the default check, which asks the Authorizer for the matching Access.
+type ACLHooks struct {
+	// Read authorizes reading id. res is the stored resource, or nil when
+	// it does not exist (so a hook can refuse before revealing that).
+	Read func(authz Authorizer, id *pbresource.ID, res *pbresource.Resource) error
+
+	// Write authorizes writing res (for Delete and WriteStatus, the stored
+	// resource).
+	Write func(authz Authorizer, res *pbresource.Resource) error
+
+	// List authorizes listing or watching the type in tenancy. Read is
+	// still applied to each listed resource.
+	List func(authz Authorizer, tenancy *pbresource.Tenancy) error
+}
+
+// AuthorizeRead runs reg's Read hook, or the default check.
+func (reg Registration) AuthorizeRead(authz Authorizer, id *pbresource.ID, res *pbresource.Resource) error {
+	if reg.ACLs != nil && reg.ACLs.Read != nil {
+		return reg.ACLs.Read(authz, id, res)
+	}
+	return allowedOrDenied(authz, AccessRead, id)
+}
+
+// AuthorizeWrite runs reg's Write hook, or the default check.
+func (reg Registration) AuthorizeWrite(authz Authorizer, res *pbresource.Resource) error {
+	if reg.ACLs != nil && reg.ACLs.Write != nil {
+		return reg.ACLs.Write(authz, res)
+	}
+	return allowedOrDenied(authz, AccessWrite, res.GetId())
+}
+
+// AuthorizeList runs reg's List hook, or the default check.
+func (reg Registration) AuthorizeList(authz Authorizer, tenancy *pbresource.Tenancy) error {
+	if reg.ACLs != nil && reg.ACLs.List != nil {
+		return reg.ACLs.List(authz, tenancy)
+	}
+	return allowedOrDenied(authz, AccessList, &pbresource.ID{Type: reg.Type, Tenancy: tenancy})
+}
+
+func allowedOrDenied(authz Authorizer, access Access, id *pbresource.ID) error {
+	if authz.Allowed(access, id) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s access to %s", ErrPermissionDenied, access, ReferenceString(id))
+}
