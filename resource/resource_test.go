@@ -1,0 +1,185 @@
+package resource_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+var barType = &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}
+
+func TestValidateName(t *testing.T) {
+	for _, ok := range []string{"a", "a1", "web-1", "0abc", strings.Repeat("x", 63)} {
+		assert.NoError(t, resource.ValidateName(ok), ok)
+	}
+	for _, bad := range []string{"", "-a", "a-", "A", "a_b", "a.b", "é", strings.Repeat("x", 64), "a b"} {
+		assert.Error(t, resource.ValidateName(bad), bad)
+	}
+}
+
+func TestValidateTypeNamesField(t *testing.T) {
+	cases := map[string]*pbresource.Type{
+		"id.type":               nil,
+		"id.type.group":         {Group: "Foo", GroupVersion: "v1", Kind: "Bar"},
+		"id.type.group_version": {Group: "foo", GroupVersion: "1", Kind: "Bar"},
+		"id.type.kind":          {Group: "foo", GroupVersion: "v1", Kind: "bar"},
+	}
+	for field, typ := range cases {
+		err := resource.ValidateTypeField("id.type", typ)
+		var fe resource.ErrInvalidField
+		require.ErrorAs(t, err, &fe, field)
+		assert.Equal(t, field, fe.Name)
+		assert.Contains(t, err.Error(), field)
+	}
+	assert.NoError(t, resource.ValidateType(&pbresource.Type{Group: "foo", GroupVersion: "v2beta1", Kind: "Bar"}))
+}
+
+func TestNormalizeTenancy(t *testing.T) {
+	type tc struct {
+		scope    resource.Scope
+		in       *pbresource.Tenancy
+		wildcard bool
+		want     *pbresource.Tenancy
+		errField string
+	}
+	cases := map[string]tc{
+		"namespace defaults":         {resource.ScopeNamespace, nil, false, &pbresource.Tenancy{Partition: "default", Namespace: "default"}, ""},
+		"namespace given":            {resource.ScopeNamespace, &pbresource.Tenancy{Partition: "p", Namespace: "n"}, false, &pbresource.Tenancy{Partition: "p", Namespace: "n"}, ""},
+		"namespace bad name":         {resource.ScopeNamespace, &pbresource.Tenancy{Namespace: "N!"}, false, nil, "t.namespace"},
+		"namespace wildcard refused": {resource.ScopeNamespace, &pbresource.Tenancy{Namespace: "*"}, false, nil, "t.namespace"},
+		"namespace wildcard":         {resource.ScopeNamespace, &pbresource.Tenancy{Partition: "*", Namespace: "*"}, true, &pbresource.Tenancy{Partition: "*", Namespace: "*"}, ""},
+		"partition default":          {resource.ScopePartition, &pbresource.Tenancy{}, false, &pbresource.Tenancy{Partition: "default"}, ""},
+		"partition with namespace":   {resource.ScopePartition, &pbresource.Tenancy{Namespace: "default"}, false, nil, "t.namespace"},
+		"partition wildcard ns":      {resource.ScopePartition, &pbresource.Tenancy{Namespace: "*"}, true, &pbresource.Tenancy{Partition: "default"}, ""},
+		"cluster empty":              {resource.ScopeCluster, nil, false, &pbresource.Tenancy{}, ""},
+		"cluster with partition":     {resource.ScopeCluster, &pbresource.Tenancy{Partition: "default"}, false, nil, "t.partition"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := resource.NormalizeTenancy("t", c.scope, c.in, c.wildcard)
+			if c.errField != "" {
+				var fe resource.ErrInvalidField
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, c.errField, fe.Name)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, resource.EqualTenancy(c.want, got), "got %v", got)
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := resource.NewRegistry()
+	reg := resource.Registration{Type: barType, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeNamespace}
+	r.Register(reg)
+
+	got, ok := r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"})
+	require.True(t, ok)
+	assert.Equal(t, resource.ScopeNamespace, got.Scope)
+	_, ok = r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"})
+	assert.False(t, ok)
+
+	assert.PanicsWithError(t, "registering type foo.v1.Bar: already registered", func() { r.Register(reg) })
+	assert.Error(t, r.TryRegister(resource.Registration{Type: barType}))
+	assert.Error(t, r.TryRegister(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}, Proto: &pbresource.Tombstone{}}), "missing scope")
+	err := r.TryRegister(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster})
+	assert.ErrorContains(t, err, "scope")
+
+	// The registry keeps its own copy of the type.
+	barType.Kind = "Changed"
+	defer func() { barType.Kind = "Bar" }()
+	_, ok = r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"})
+	assert.True(t, ok)
+}
+
+func TestRegistryConcurrentResolve(t *testing.T) {
+	r := resource.NewRegistry()
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"})
+				_ = r.Types()
+			}
+		}()
+	}
+	r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster})
+	wg.Wait()
+	assert.Len(t, r.Types(), 1)
+}
+
+func TestEqualStatusIgnoresUpdatedAt(t *testing.T) {
+	a := &pbresource.Status{ObservedGeneration: "g1", Conditions: []*pbresource.Condition{{Type: "Accepted", State: pbresource.Condition_STATE_TRUE}}, UpdatedAt: timestamppb.Now()}
+	b := &pbresource.Status{ObservedGeneration: "g1", Conditions: []*pbresource.Condition{{Type: "Accepted", State: pbresource.Condition_STATE_TRUE}}}
+	assert.True(t, resource.EqualStatus(a, b))
+	b.Conditions[0].Reason = "Ok"
+	assert.False(t, resource.EqualStatus(a, b))
+	b.Conditions[0].Reason = ""
+	b.ObservedGeneration = "g2"
+	assert.False(t, resource.EqualStatus(a, b))
+	assert.False(t, resource.EqualStatus(a, nil))
+	assert.True(t, resource.EqualStatusMap(map[string]*pbresource.Status{"k": a}, map[string]*pbresource.Status{"k": a}))
+	assert.False(t, resource.EqualStatusMap(map[string]*pbresource.Status{"k": a}, map[string]*pbresource.Status{"j": a}))
+}
+
+func TestStringsAndReferences(t *testing.T) {
+	id := &pbresource.ID{Type: barType, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "ns"}, Name: "web", Uid: "01H"}
+	assert.Equal(t, "foo.v1.Bar", resource.TypeString(barType))
+	assert.Equal(t, "foo.v1.Bar/default.ns/web@01H", resource.IDString(id))
+	ref := resource.Reference(id, "port")
+	assert.Equal(t, "port", ref.Section)
+	assert.True(t, resource.EqualReferenceOrID(ref, id))
+	back := resource.IDFromReference(ref)
+	assert.Empty(t, back.Uid)
+	assert.True(t, resource.EqualReferenceOrID(back, id))
+
+	typ, err := resource.ParseType("foo.v1.Bar")
+	require.NoError(t, err)
+	assert.True(t, resource.EqualType(typ, barType))
+	_, err = resource.ParseType("foo.Bar")
+	assert.Error(t, err)
+}
+
+func TestULID(t *testing.T) {
+	prev := resource.NewULID()
+	for i := 0; i < 1000; i++ {
+		next := resource.NewULID()
+		require.True(t, resource.IsULID(next))
+		require.Less(t, prev, next, "ULIDs from one process sort in creation order")
+		prev = next
+	}
+	assert.False(t, resource.IsULID("not-a-ulid"))
+}
+
+func TestFinalizers(t *testing.T) {
+	res := &pbresource.Resource{Metadata: map[string]string{resource.FinalizerKey: " a b  a c "}}
+	assert.Equal(t, []string{"a", "b", "c"}, resource.Finalizers(res))
+	assert.Nil(t, resource.Finalizers(&pbresource.Resource{}))
+	assert.False(t, resource.IsMarkedForDeletion(res))
+	res.Metadata[resource.DeletionTimestampKey] = "2026-01-01T00:00:00Z"
+	assert.True(t, resource.IsMarkedForDeletion(res))
+}
+
+func TestACLDefaults(t *testing.T) {
+	reg := resource.Registration{Type: barType, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeNamespace}
+	id := &pbresource.ID{Type: barType, Name: "x"}
+	assert.NoError(t, reg.AuthorizeRead(resource.AllowAll, id, nil))
+	err := reg.AuthorizeWrite(resource.DenyAll, &pbresource.Resource{Id: id})
+	assert.True(t, errors.Is(err, resource.ErrPermissionDenied))
+	assert.ErrorContains(t, err, "write access to foo.v1.Bar")
+
+	called := false
+	reg.ACLs = &resource.ACLHooks{List: func(resource.Authorizer, *pbresource.Tenancy) error { called = true; return nil }}
+	assert.NoError(t, reg.AuthorizeList(resource.DenyAll, nil))
+	assert.True(t, called)
+}
