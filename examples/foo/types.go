@@ -1,0 +1,56 @@
+package foo
+
+import (
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+// GroupName is the resource group every example type belongs to.
+const GroupName = "foo"
+
+// The example resource types. Treat them as read-only.
+var (
+	// BarV1Type is foo.v1.Bar; its data is a pbfoov1.Bar.
+	BarV1Type = &pbresource.Type{Group: GroupName, GroupVersion: "v1", Kind: "Bar"}
+
+	// BarV2Type is foo.v2.Bar, a second schema of the same stored kind; its
+	// data is a pbfoov2.Bar.
+	BarV2Type = &pbresource.Type{Group: GroupName, GroupVersion: "v2", Kind: "Bar"}
+
+	// ZipType is foo.v1.Zip; its data is a pbfoov1.Zip.
+	ZipType = &pbresource.Type{Group: GroupName, GroupVersion: "v1", Kind: "Zip"}
+
+	// QuxType is foo.v1.Qux; its data is a pbfoov1.Qux.
+	QuxType = &pbresource.Type{Group: GroupName, GroupVersion: "v1", Kind: "Qux"}
+)
+
+// RegisterTypes adds every example type to r. Like Registry.Register, it
+// panics if one of them is already registered.
+func RegisterTypes(r resource.Registry) {
+	r.Register(resource.Registration{
+		Type:     BarV1Type,
+		Proto:    &pbfoov1.Bar{},
+		Scope:    resource.ScopeNamespace,
+		Mutate:   mutateBarV1,
+		Validate: validateBarV1,
+	})
+	r.Register(resource.Registration{
+		Type:     BarV2Type,
+		Proto:    &pbfoov2.Bar{},
+		Scope:    resource.ScopeNamespace,
+		Mutate:   mutateBarV2,
+		Validate: validateBarV2,
+	})
+	r.Register(resource.Registration{
+		Type:  ZipType,
+		Proto: &pbfoov1.Zip{},
+		Scope: resource.ScopePartition,
+	})
+	r.Register(resource.Registration{
+		Type:  QuxType,
+		Proto: &pbfoov1.Qux{},
+		Scope: resource.ScopeCluster,
+	})
+}
