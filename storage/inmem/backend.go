@@ -1,0 +1,383 @@
+// Package inmem is Loom's default storage backend: a versioned store kept in
+// the memory of one process, with WatchList fan-out. It needs no set-up and
+// starts no goroutines; create one with New and hand it to the server.
+//
+// # How it works
+//
+// One read-write lock guards the whole store. Writes take it exclusively,
+// bump a store-wide revision counter (rendered as the resource Version),
+// update the indexes and hand the change to every matching watch while still
+// holding the lock, so each watch sees changes in commit order. Reads share
+// the lock and return the stored messages themselves, without copying: per
+// the storage package's ownership rule, what a Backend returns is read-only.
+// A write copies its input once (proto.Clone) and stores that copy.
+//
+// Resources are indexed by type (Group and Kind), then by partition,
+// namespace and name. Each type keeps its keys in a sorted slice for List;
+// new keys are collected unsorted and merged into the slice lazily, so a
+// create costs O(1) and a List costs O(n) plus the sort of what arrived since
+// the previous List. A second index maps an owner's ID (with Uid) to the
+// resources it owns, for OwnerReferences.
+//
+// # Watches
+//
+// WatchList takes its snapshot and registers the watch under the store lock,
+// so no change falls between the snapshot and the first delta, and none is
+// reported twice. Each change allocates one event, shared by every watch it
+// matches. A watch buffers undelivered changes in its own bounded ring (see
+// WithWatchBufferSize); a writer never waits for a watch. When a change finds
+// a watch's ring full, the watch is dropped from the fan-out and its next
+// call to Next returns storage.ErrWatchTooSlow at once, discarding what was
+// still buffered: the consumer has to start a new WatchList anyway, and its
+// snapshot replaces everything the old watch would have said.
+package inmem
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/storage"
+)
+
+// DefaultWatchBufferSize is the number of undelivered changes a watch may
+// hold before it is ended with storage.ErrWatchTooSlow, unless New is given
+// WithWatchBufferSize. The buffer grows on demand up to this size; it holds
+// only pointers to events shared by all watches.
+const DefaultWatchBufferSize = 16384
+
+// errInvalidID is returned for a resource or ID without a name key the store
+// can use (nil ID or nil type).
+var errInvalidID = errors.New("inmem: resource id and its type are required")
+
+// Option configures a Backend in New.
+type Option func(*Backend)
+
+// WithWatchBufferSize sets how many undelivered changes each watch may buffer
+// before it is ended with storage.ErrWatchTooSlow. Values below 1 are treated
+// as 1.
+func WithWatchBufferSize(n int) Option {
+	return func(b *Backend) {
+		b.watchBuffer = max(n, 1)
+	}
+}
+
+// Backend is an in-memory storage.Backend. It is safe for concurrent use. The
+// zero value is not usable; call New.
+type Backend struct {
+	watchBuffer int
+
+	// mu guards everything below. Writers hold it exclusively, readers
+	// shared.
+	mu sync.RWMutex
+
+	// revision is the store-wide revision: the Version of the latest write.
+	revision uint64
+
+	types map[storage.UnversionedType]*typeIndex
+
+	// owned maps an owner (with Uid) to the entries it owns.
+	owned map[ownerKey]map[*entry]struct{}
+
+	// watchMu guards watches against concurrent WatchList and Close calls,
+	// which hold mu shared. Writers hold mu exclusively and need not take
+	// watchMu.
+	watchMu sync.Mutex
+	watches map[storage.UnversionedType][]*watch
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns an empty Backend ready for use.
+func New(opts ...Option) *Backend {
+	b := &Backend{
+		watchBuffer: DefaultWatchBufferSize,
+		types:       make(map[storage.UnversionedType]*typeIndex),
+		owned:       make(map[ownerKey]map[*entry]struct{}),
+		watches:     make(map[storage.UnversionedType][]*watch),
+	}
+	for _, opt := range opts {
+		opt(b)
+	}
+	return b
+}
+
+// rkey locates a resource within its type. Keys order by partition, then
+// namespace, then name, which is List's order.
+type rkey struct {
+	partition, namespace, name string
+}
+
+func keyOf(id *pbresource.ID) rkey {
+	t := id.GetTenancy()
+	return rkey{partition: t.GetPartition(), namespace: t.GetNamespace(), name: id.GetName()}
+}
+
+func compareKeys(a, b rkey) int {
+	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.namespace, b.namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.name, b.name)
+}
+
+// ownerKey identifies one lifetime of an owner: its type without version,
+// its key and its Uid.
+type ownerKey struct {
+	typ storage.UnversionedType
+	key rkey
+	uid string
+}
+
+func ownerKeyOf(id *pbresource.ID) ownerKey {
+	return ownerKey{typ: storage.UnversionedTypeFrom(id.GetType()), key: keyOf(id), uid: id.GetUid()}
+}
+
+// entry is one stored name for the lifetime of a resource: it is created by
+// the write that creates the resource and marked removed by its deletion.
+type entry struct {
+	key rkey
+	typ storage.UnversionedType
+	// res is the stored message, shared read-only with callers.
+	res     *pbresource.Resource
+	removed bool
+}
+
+// Read returns the stored resource under id. It never copies: the result is
+// shared and must not be modified. Both consistency levels are served the
+// same way, since there is only one copy of the data.
+func (b *Backend) Read(_ context.Context, _ storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
+	typ := id.GetType()
+	if typ == nil {
+		return nil, errInvalidID
+	}
+	b.mu.RLock()
+	var res *pbresource.Resource
+	if ti := b.types[storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}]; ti != nil {
+		if e := ti.byKey[keyOf(id)]; e != nil {
+			res = e.res
+		}
+	}
+	b.mu.RUnlock()
+
+	if res == nil || (id.Uid != "" && id.Uid != res.Id.GetUid()) {
+		return nil, storage.ErrNotFound
+	}
+	if gv := res.Id.GetType().GetGroupVersion(); gv != typ.GroupVersion {
+		return nil, storage.GroupVersionMismatchError{RequestedType: typ, Stored: res}
+	}
+	return res, nil
+}
+
+// WriteCAS stores a copy of res if res.Version is the stored version (empty:
+// the resource must not exist). The stored copy gets the next store-wide
+// revision as its Version and is returned; it is shared and must not be
+// modified. When res.Id.Uid is empty and the resource exists, the stored Uid
+// is kept.
+func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	if res.GetId().GetType() == nil {
+		return nil, errInvalidID
+	}
+	typ := storage.UnversionedTypeFrom(res.Id.Type)
+	key := keyOf(res.Id)
+
+	// Copy outside the lock, so concurrent writers copy in parallel.
+	stored := proto.Clone(res).(*pbresource.Resource)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	if err := b.checkWrite(typ, key, stored); err != nil {
+		return nil, err
+	}
+	ti := b.types[typ]
+	if ti == nil {
+		ti = newTypeIndex()
+		b.types[typ] = ti
+	}
+	e := ti.byKey[key]
+	if e != nil && stored.Id.Uid == "" {
+		stored.Id.Uid = e.res.Id.GetUid()
+	}
+
+	b.revision++
+	stored.Version = strconv.FormatUint(b.revision, 10)
+
+	if e == nil {
+		e = &entry{key: key, typ: typ, res: stored}
+		ti.insert(e)
+		if stored.Owner != nil {
+			b.addOwned(ownerKeyOf(stored.Owner), e)
+		}
+	} else {
+		old := e.res
+		e.res = stored
+		if old.Owner != nil || stored.Owner != nil {
+			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
+				if old.Owner != nil {
+					b.removeOwned(ownerKeyOf(old.Owner), e)
+				}
+				if stored.Owner != nil {
+					b.addOwned(ownerKeyOf(stored.Owner), e)
+				}
+			}
+		}
+	}
+
+	b.publish(typ, key, stored, false)
+	return stored, nil
+}
+
+// checkWrite applies WriteCAS's version and Uid rules. The caller holds mu.
+func (b *Backend) checkWrite(typ storage.UnversionedType, key rkey, res *pbresource.Resource) error {
+	var e *entry
+	if ti := b.types[typ]; ti != nil {
+		e = ti.byKey[key]
+	}
+	switch {
+	case e == nil:
+		if res.Version != "" {
+			return storage.ErrCASFailure
+		}
+	case res.Version == "":
+		return storage.ErrCASFailure
+	case res.Id.Uid != "" && res.Id.Uid != e.res.Id.GetUid():
+		return storage.ErrWrongUid
+	case res.Version != e.res.Version:
+		return storage.ErrCASFailure
+	}
+	return nil
+}
+
+// DeleteCAS deletes the resource under id if version is empty or the stored
+// version. Deleting a missing resource, or one whose Uid differs from a
+// non-empty id.Uid, succeeds without doing anything. A deletion takes a
+// revision of its own, so later writes get greater versions.
+func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string) error {
+	if id.GetType() == nil {
+		return errInvalidID
+	}
+	typ := storage.UnversionedTypeFrom(id.Type)
+	key := keyOf(id)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	ti := b.types[typ]
+	if ti == nil {
+		return nil
+	}
+	e := ti.byKey[key]
+	if e == nil || (id.Uid != "" && id.Uid != e.res.Id.GetUid()) {
+		return nil
+	}
+	if version != "" && version != e.res.Version {
+		return storage.ErrCASFailure
+	}
+
+	b.revision++
+	ti.remove(e)
+	if e.res.Owner != nil {
+		b.removeOwned(ownerKeyOf(e.res.Owner), e)
+	}
+	b.publish(typ, key, e.res, true)
+	return nil
+}
+
+// List returns the stored resources of resType in tenancy (fields may be
+// storage.Wildcard) whose names start with namePrefix, ordered by partition,
+// namespace and name. The resources are shared and must not be modified.
+func (b *Backend) List(_ context.Context, _ storage.ReadConsistency, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) ([]*pbresource.Resource, error) {
+	f := newFilter(tenancy, namePrefix)
+
+	b.mu.RLock()
+	ti := b.types[resType]
+	if ti == nil {
+		b.mu.RUnlock()
+		return nil, nil
+	}
+	if !ti.dirty() {
+		out := ti.list(f)
+		b.mu.RUnlock()
+		return out, nil
+	}
+	b.mu.RUnlock()
+
+	// New or removed keys must be merged into the sorted slice first, which
+	// needs the exclusive lock.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ti = b.types[resType]
+	if ti == nil {
+		return nil, nil
+	}
+	ti.merge()
+	return ti.list(f), nil
+}
+
+// OwnerReferences returns the IDs of the resources whose Owner is id (type
+// without GroupVersion, tenancy, name and Uid all equal). The IDs are shared
+// and must not be modified. They are ordered by type, then tenancy and name.
+func (b *Backend) OwnerReferences(_ context.Context, id *pbresource.ID) ([]*pbresource.ID, error) {
+	if id.GetType() == nil {
+		return nil, errInvalidID
+	}
+	b.mu.RLock()
+	set := b.owned[ownerKeyOf(id)]
+	out := make([]*pbresource.ID, 0, len(set))
+	for e := range set {
+		out = append(out, e.res.Id)
+	}
+	b.mu.RUnlock()
+
+	slices.SortFunc(out, func(x, y *pbresource.ID) int {
+		if c := cmp.Compare(x.Type.GetGroup(), y.Type.GetGroup()); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.Type.GetKind(), y.Type.GetKind()); c != 0 {
+			return c
+		}
+		return compareKeys(keyOf(x), keyOf(y))
+	})
+	return out, nil
+}
+
+func (b *Backend) addOwned(k ownerKey, e *entry) {
+	set := b.owned[k]
+	if set == nil {
+		set = make(map[*entry]struct{}, 1)
+		b.owned[k] = set
+	}
+	set[e] = struct{}{}
+}
+
+func (b *Backend) removeOwned(k ownerKey, e *entry) {
+	set := b.owned[k]
+	delete(set, e)
+	if len(set) == 0 {
+		delete(b.owned, k)
+	}
+}
+
+// filter is the tenancy and name-prefix part of a List or WatchList query.
+type filter struct {
+	partition, namespace, prefix string
+}
+
+func newFilter(t *pbresource.Tenancy, prefix string) filter {
+	return filter{partition: t.GetPartition(), namespace: t.GetNamespace(), prefix: prefix}
+}
+
+func (f *filter) matches(k rkey) bool {
+	return (f.partition == storage.Wildcard || f.partition == k.partition) &&
+		(f.namespace == storage.Wildcard || f.namespace == k.namespace) &&
+		len(k.name) >= len(f.prefix) && k.name[:len(f.prefix)] == f.prefix
+}
