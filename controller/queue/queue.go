@@ -1,0 +1,334 @@
+// Package queue is the work queue behind each controller: it de-duplicates
+// keys while they wait, never hands one key to two workers at once, re-queues
+// a key that was added while it was being processed, and delays keys either
+// by a fixed time or by per-key exponential backoff.
+package queue
+
+import (
+	"sync"
+	"time"
+)
+
+// Queue is a de-duplicating work queue of keys K, each carrying the most
+// recently added value V. The zero value is not usable; call New.
+//
+// The contract with workers: Get hands out a key and marks it in progress;
+// the worker must pass the Item to Done when finished. A key added while
+// in progress is queued again after Done, never handed to a second worker.
+type Queue[K comparable, V any] struct {
+	mu   sync.Mutex
+	cond sync.Cond
+
+	// items holds every key the queue knows: waiting, in progress or
+	// delayed. A key with none of those states is removed. One map look-up
+	// per operation keeps the hot path cheap; ready and the delay heap point
+	// straight at the items.
+	items map[K]*item[K, V]
+	free  []*item[K, V]
+
+	// ready holds items waiting for a worker, in FIFO order, as a ring
+	// buffer: head indexes the oldest entry, n counts the live ones.
+	ready []*item[K, V]
+	head  int
+	n     int
+
+	delayed  delayQueue[K, V]
+	backoffs backoffs[K]
+
+	metrics      *Metrics
+	waiters      int
+	shuttingDown bool
+}
+
+// item is the state of one key.
+type item[K comparable, V any] struct {
+	key   K
+	value V
+
+	dirty      bool // must be processed (again)
+	queued     bool // sits in ready
+	processing bool // a worker holds it
+
+	addedAt   time.Time // when it became dirty (metrics only)
+	startedAt time.Time // when a worker took it (metrics only)
+
+	delayAt  int64 // when a delayed add is due; 0 if none
+	delayVal V
+
+	gen uint64 // bumped when the item is recycled for another key
+}
+
+func (it *item[K, V]) idle() bool {
+	return !it.dirty && !it.processing && it.delayAt == 0
+}
+
+// Options configures a Queue.
+type Options struct {
+	// BaseDelay and MaxDelay bound the per-key exponential backoff of
+	// AddRateLimited: the n-th consecutive failure of a key waits
+	// BaseDelay·2ⁿ⁻¹, at most MaxDelay. Zero values mean 5 ms and 1000 s.
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+
+	// Metrics, when non-nil, receives the queue's measurements.
+	Metrics *Metrics
+}
+
+// Default backoff bounds, as controller-runtime users know them.
+const (
+	DefaultBaseDelay = 5 * time.Millisecond
+	DefaultMaxDelay  = 1000 * time.Second
+)
+
+// New returns an empty queue.
+func New[K comparable, V any](opts Options) *Queue[K, V] {
+	if opts.BaseDelay <= 0 {
+		opts.BaseDelay = DefaultBaseDelay
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = DefaultMaxDelay
+	}
+	if opts.MaxDelay < opts.BaseDelay {
+		opts.MaxDelay = opts.BaseDelay
+	}
+	q := &Queue[K, V]{
+		items:   make(map[K]*item[K, V]),
+		ready:   make([]*item[K, V], 16),
+		metrics: opts.Metrics,
+	}
+	q.cond.L = &q.mu
+	q.backoffs = newBackoffs[K](opts.BaseDelay, opts.MaxDelay)
+	q.delayed.init(q)
+	return q
+}
+
+// lookup returns key's item, creating it if needed.
+func (q *Queue[K, V]) lookup(key K) *item[K, V] {
+	if it, ok := q.items[key]; ok {
+		return it
+	}
+	var it *item[K, V]
+	if n := len(q.free); n > 0 {
+		it = q.free[n-1]
+		q.free = q.free[:n-1]
+	} else {
+		it = new(item[K, V])
+	}
+	it.key = key
+	q.items[key] = it
+	return it
+}
+
+// release forgets an item that is no longer waiting, running or delayed.
+func (q *Queue[K, V]) release(it *item[K, V]) {
+	delete(q.items, it.key)
+	*it = item[K, V]{gen: it.gen + 1}
+	if len(q.free) < 1024 {
+		q.free = append(q.free, it)
+	}
+}
+
+// Add queues key with value v now. If key is already waiting, only its value
+// is replaced; if it is in progress, it is queued again once Done.
+func (q *Queue[K, V]) Add(key K, v V) {
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.markDirty(q.lookup(key), v, time.Time{})
+	}
+	q.mu.Unlock()
+}
+
+// markDirty queues it with value v; now may be zero and is read lazily, to
+// spare the clock on the de-duplicated path.
+func (q *Queue[K, V]) markDirty(it *item[K, V], v V, now time.Time) {
+	it.value = v
+	if it.dirty {
+		return
+	}
+	it.dirty = true
+	if q.metrics != nil {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		it.addedAt = now
+		q.metrics.Adds.Inc()
+	}
+	if it.processing {
+		return // Done moves it to ready.
+	}
+	q.push(it)
+}
+
+func (q *Queue[K, V]) push(it *item[K, V]) {
+	if q.n == len(q.ready) {
+		grown := make([]*item[K, V], 2*len(q.ready))
+		for i := 0; i < q.n; i++ {
+			grown[i] = q.ready[(q.head+i)%len(q.ready)]
+		}
+		q.ready = grown
+		q.head = 0
+	}
+	q.ready[(q.head+q.n)%len(q.ready)] = it
+	q.n++
+	it.queued = true
+	if q.metrics != nil {
+		q.metrics.Depth.Set(float64(q.n))
+	}
+	if q.waiters > 0 {
+		q.cond.Signal()
+	}
+}
+
+func (q *Queue[K, V]) pop() *item[K, V] {
+	it := q.ready[q.head]
+	q.ready[q.head] = nil
+	q.head = (q.head + 1) % len(q.ready)
+	q.n--
+	it.queued = false
+	return it
+}
+
+// AddAfter queues key once d has passed. A key already waiting for a later
+// time is brought forward; one waiting for an earlier time keeps it.
+func (q *Queue[K, V]) AddAfter(key K, v V, d time.Duration) {
+	if d <= 0 {
+		q.Add(key, v)
+		return
+	}
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.delayed.add(q.lookup(key), v, d)
+	}
+	q.mu.Unlock()
+}
+
+// AddRateLimited queues key after its backoff: each call without an
+// intervening Forget doubles the delay, from BaseDelay up to MaxDelay.
+func (q *Queue[K, V]) AddRateLimited(key K, v V) {
+	q.mu.Lock()
+	d := q.backoffs.next(key)
+	if q.metrics != nil {
+		q.metrics.Retries.Inc()
+	}
+	if !q.shuttingDown {
+		q.delayed.add(q.lookup(key), v, d)
+	}
+	q.mu.Unlock()
+}
+
+// Forget clears key's failure count, so its next AddRateLimited waits only
+// BaseDelay. Call it when a key was processed successfully.
+func (q *Queue[K, V]) Forget(key K) {
+	q.mu.Lock()
+	q.backoffs.forget(key)
+	q.mu.Unlock()
+}
+
+// NumRequeues reports how many consecutive times key was rate-limited since
+// it was last forgotten.
+func (q *Queue[K, V]) NumRequeues(key K) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.backoffs.failures(key)
+}
+
+// Item is a key handed to a worker by Get, with the value most recently
+// added for it. Pass it back to Done.
+type Item[K comparable, V any] struct {
+	Key   K
+	Value V
+	it    *item[K, V]
+	gen   uint64
+}
+
+// Get blocks until a key is ready and returns it with its latest value,
+// marking it in progress. ok is false once the queue is shut down and
+// drained of ready keys.
+func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
+	q.mu.Lock()
+	for q.n == 0 && !q.shuttingDown {
+		q.waiters++
+		q.cond.Wait()
+		q.waiters--
+	}
+	if q.n == 0 {
+		q.mu.Unlock()
+		return got, false
+	}
+	it := q.pop()
+	it.dirty = false
+	it.processing = true
+	got = Item[K, V]{Key: it.key, Value: it.value, it: it, gen: it.gen}
+	var zero V
+	it.value = zero
+	if q.metrics != nil {
+		now := time.Now()
+		it.startedAt = now
+		q.metrics.Depth.Set(float64(q.n))
+		q.metrics.QueueLatency.Observe(now.Sub(it.addedAt).Seconds())
+	}
+	q.mu.Unlock()
+	return got, true
+}
+
+// Done marks the key of got as no longer in progress; if it was added
+// meanwhile, it is queued again. Each Item must be passed to Done once.
+func (q *Queue[K, V]) Done(got Item[K, V]) {
+	q.mu.Lock()
+	it := got.it
+	if it != nil && it.gen == got.gen && it.processing {
+		it.processing = false
+		if q.metrics != nil {
+			q.metrics.WorkDuration.Observe(time.Since(it.startedAt).Seconds())
+		}
+		switch {
+		case it.dirty && !q.shuttingDown:
+			q.push(it)
+		case it.idle() || q.shuttingDown:
+			q.release(it)
+		}
+	}
+	q.mu.Unlock()
+}
+
+// Len reports how many keys are ready for a worker (not counting delayed or
+// in-progress keys).
+func (q *Queue[K, V]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// Idle reports whether the queue holds nothing: no key ready, in progress
+// or delayed.
+func (q *Queue[K, V]) Idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) == 0
+}
+
+// ShutDown stops the queue: later adds are dropped, delayed keys are
+// discarded, and Get returns ok=false once the ready keys are handed out.
+// Keys in progress may still call Done.
+func (q *Queue[K, V]) ShutDown() {
+	q.mu.Lock()
+	q.shuttingDown = true
+	q.delayed.stop()
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// ShutDownNow is ShutDown that also drops the keys still waiting, so workers
+// stop after their current key.
+func (q *Queue[K, V]) ShutDownNow() {
+	q.mu.Lock()
+	for q.n > 0 {
+		it := q.pop()
+		it.dirty = false
+		if !it.processing {
+			q.release(it)
+		}
+	}
+	q.mu.Unlock()
+	q.ShutDown()
+}
