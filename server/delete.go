@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// Delete removes a resource. It is idempotent: deleting what does not exist
+// succeeds. A resource with finalizers is not removed but marked (its
+// deletionTimestamp metadata is set); it goes once its last finalizer is
+// removed by a Write. A resource that owns others leaves a Tombstone behind
+// for the reaper.
+func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pbresource.DeleteResponse, error) {
+	authz, err := s.authorizer(ctx)
+	if err != nil {
+		return nil, s.fail("Delete", req.GetId(), err)
+	}
+	id := req.GetId()
+	reg, err := s.checkID("id", id)
+	if err != nil {
+		return nil, s.fail("Delete", id, err)
+	}
+	readID := &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := pause(ctx, attempt); err != nil {
+				return nil, s.fail("Delete", id, err)
+			}
+		}
+		// Deletes read strongly: a stale "not found" would report success
+		// without deleting anything.
+		stored, err := s.readStored(ctx, storage.StrongConsistency, readID)
+		if err != nil {
+			return nil, s.fail("Delete", id, storageError(err))
+		}
+		err = s.deleteOnce(ctx, authz, reg, req, stored)
+		if err == errRetry {
+			continue
+		}
+		if err != nil {
+			return nil, s.fail("Delete", id, err)
+		}
+		return &pbresource.DeleteResponse{}, nil
+	}
+}
+
+func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registration, req *pbresource.DeleteRequest, stored *pbresource.Resource) error {
+	id := req.Id
+	if stored == nil {
+		// Nothing to do, but only a caller allowed to delete it may learn
+		// that.
+		return aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}))
+	}
+	if id.Uid != "" && id.Uid != stored.Id.Uid {
+		return status.Errorf(codes.FailedPrecondition,
+			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
+			id.Uid, stored.Id.Uid)
+	}
+	cas := req.Version != ""
+	if cas && req.Version != stored.Version {
+		return status.Errorf(codes.Aborted,
+			"version %q does not match the stored version %q: the resource changed since it was read",
+			req.Version, stored.Version)
+	}
+	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
+		return err
+	}
+
+	if len(resource.Finalizers(stored)) > 0 {
+		if resource.IsMarkedForDeletion(stored) {
+			return nil // already waiting for its finalizers
+		}
+		meta := maps.Clone(stored.Metadata)
+		meta[resource.DeletionTimestampKey] = time.Now().UTC().Format(time.RFC3339)
+		marked := &pbresource.Resource{
+			Id:         stored.Id,
+			Owner:      stored.Owner,
+			Version:    stored.Version,
+			Generation: resource.NewULID(),
+			Metadata:   meta,
+			Status:     stored.Status,
+			Data:       stored.Data,
+		}
+		_, err := s.backend.WriteCAS(ctx, marked)
+		return s.casError(cas, err)
+	}
+	return s.casError(cas, s.deleteStored(ctx, stored))
+}
+
+// deleteStored deletes stored (at its version), first writing a Tombstone
+// if it owns resources. The tombstone comes first so that a crash between
+// the two steps leaves a tombstone whose owner still exists, never an
+// orphaned set of resources without one; the reaper treats a tombstone whose
+// owner still exists as not yet due. It returns backend errors unmapped.
+func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource) error {
+	owned, err := s.backend.OwnerReferences(ctx, stored.Id)
+	if err != nil {
+		return err
+	}
+	if len(owned) > 0 {
+		if err := s.writeTombstone(ctx, stored.Id); err != nil {
+			return err
+		}
+	}
+	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version)
+}
+
+// registrationOf returns the registration for the GroupVersion res is
+// stored in, falling back to reg (the requested type's) when that version is
+// not registered.
+func (s *Server) registrationOf(reg resource.Registration, res *pbresource.Resource) resource.Registration {
+	t := res.GetId().GetType()
+	if t.GetGroupVersion() == reg.Type.GetGroupVersion() {
+		return reg
+	}
+	if r, ok := s.registry.Resolve(t); ok {
+		return r
+	}
+	return reg
+}

@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// inprocWatchBuffer is how many events the in-process WatchList stream holds
+// between the server side and a Recv. When it is full the server side waits,
+// and the backend buffers for the watch until it gives up on it.
+const inprocWatchBuffer = 64
+
+// NewInProcessClient returns a client that calls s directly, without gRPC
+// marshalling or a network. Requests are copied on the way in and responses
+// on the way out, so the caller and the server never share a message.
+// Outgoing gRPC metadata on the context (e.g. x-consul-consistency-mode) is
+// handed to the server as incoming metadata; incoming metadata the caller's
+// context may carry is not. Errors are the server's status errors,
+// unchanged. Call options are ignored.
+//
+// A WatchList stream runs the server's WatchList in a goroutine; it ends
+// when the server side returns (its error is what Recv returns after the
+// buffered events) or when the caller's context is cancelled, which the
+// caller must do if it stops receiving before the stream ends.
+func NewInProcessClient(s *Server) pbresource.ResourceServiceClient {
+	return &inprocClient{s: s}
+}
+
+type inprocClient struct {
+	s *Server
+}
+
+var _ pbresource.ResourceServiceClient = (*inprocClient)(nil)
+
+// serverContext turns the caller's outgoing metadata into the incoming
+// metadata the server sees.
+func serverContext(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return metadata.NewIncomingContext(ctx, md)
+}
+
+func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ ...grpc.CallOption) (*pbresource.ReadResponse, error) {
+	out, err := c.s.Read(serverContext(ctx), cloneReadRequest(in))
+	if err != nil {
+		return nil, err
+	}
+	return &pbresource.ReadResponse{Resource: cloneResource(out.Resource)}, nil
+}
+
+func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, _ ...grpc.CallOption) (*pbresource.WriteResponse, error) {
+	out, err := c.s.Write(serverContext(ctx), cloneWriteRequest(in))
+	if err != nil {
+		return nil, err
+	}
+	return &pbresource.WriteResponse{Resource: cloneResource(out.Resource)}, nil
+}
+
+func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, _ ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
+	out, err := c.s.WriteStatus(serverContext(ctx), cloneWriteStatusRequest(in))
+	if err != nil {
+		return nil, err
+	}
+	return &pbresource.WriteStatusResponse{Resource: cloneResource(out.Resource)}, nil
+}
+
+func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ ...grpc.CallOption) (*pbresource.ListResponse, error) {
+	out, err := c.s.List(serverContext(ctx), cloneListRequest(in))
+	if err != nil {
+		return nil, err
+	}
+	return &pbresource.ListResponse{Resources: cloneResources(out.Resources)}, nil
+}
+
+func (c *inprocClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwnerRequest, _ ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
+	out, err := c.s.ListByOwner(serverContext(ctx), cloneListByOwnerRequest(in))
+	if err != nil {
+		return nil, err
+	}
+	return &pbresource.ListByOwnerResponse{Resources: cloneResources(out.Resources)}, nil
+}
+
+func (c *inprocClient) Delete(ctx context.Context, in *pbresource.DeleteRequest, _ ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
+	if _, err := c.s.Delete(serverContext(ctx), cloneDeleteRequest(in)); err != nil {
+		return nil, err
+	}
+	return &pbresource.DeleteResponse{}, nil
+}
+
+func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.MutateAndValidateRequest, _ ...grpc.CallOption) (*pbresource.MutateAndValidateResponse, error) {
+	out, err := c.s.MutateAndValidate(serverContext(ctx), cloneMutateAndValidateRequest(in))
+	if err != nil {
+		return nil, err
+	}
+	return &pbresource.MutateAndValidateResponse{Resource: cloneResource(out.Resource)}, nil
+}
+
+func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+	ctx, cancel := context.WithCancel(ctx)
+	st := &inprocWatch{
+		ctx:    ctx,
+		events: make(chan *pbresource.WatchEvent, inprocWatchBuffer),
+		done:   make(chan struct{}),
+	}
+	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st}
+	req := cloneWatchListRequest(in)
+	go func() {
+		defer cancel()
+		st.err = c.s.WatchList(req, srv)
+		close(st.done)
+	}()
+	return st, nil
+}
+
+// inprocWatch is the client side of an in-process WatchList stream.
+type inprocWatch struct {
+	ctx    context.Context
+	events chan *pbresource.WatchEvent
+	done   chan struct{} // closed when the server side returned
+	err    error         // what it returned; read only after done
+}
+
+var _ grpc.ServerStreamingClient[pbresource.WatchEvent] = (*inprocWatch)(nil)
+
+// Recv returns the next event; after the server side ended and every event
+// was received, its error, or io.EOF if it ended without one.
+func (w *inprocWatch) Recv() (*pbresource.WatchEvent, error) {
+	select {
+	case ev := <-w.events:
+		return ev, nil
+	case <-w.done:
+	}
+	select {
+	case ev := <-w.events:
+		return ev, nil
+	default:
+	}
+	if w.err == nil {
+		return nil, io.EOF
+	}
+	return nil, w.err
+}
+
+func (w *inprocWatch) Header() (metadata.MD, error) { return metadata.MD{}, nil }
+func (w *inprocWatch) Trailer() metadata.MD         { return metadata.MD{} }
+func (w *inprocWatch) CloseSend() error             { return nil }
+func (w *inprocWatch) Context() context.Context     { return w.ctx }
+
+func (w *inprocWatch) SendMsg(any) error {
+	return errors.New("in-process WatchList: the request was already sent")
+}
+
+func (w *inprocWatch) RecvMsg(m any) error {
+	ev, err := w.Recv()
+	if err != nil {
+		return err
+	}
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return errors.New("in-process WatchList: RecvMsg needs a *pbresource.WatchEvent")
+	}
+	proto.Reset(msg)
+	proto.Merge(msg, ev)
+	return nil
+}
+
+// inprocWatchServer is the server side of an in-process WatchList stream:
+// Send copies each event into the client's buffer, waiting while it is full.
+type inprocWatchServer struct {
+	ctx context.Context
+	st  *inprocWatch
+}
+
+var _ grpc.ServerStreamingServer[pbresource.WatchEvent] = (*inprocWatchServer)(nil)
+
+func (s *inprocWatchServer) Send(ev *pbresource.WatchEvent) error {
+	select {
+	case s.st.events <- cloneWatchEvent(ev):
+		return nil
+	case <-s.ctx.Done():
+		return status.FromContextError(s.ctx.Err()).Err()
+	}
+}
+
+func (s *inprocWatchServer) SetHeader(metadata.MD) error  { return nil }
+func (s *inprocWatchServer) SendHeader(metadata.MD) error { return nil }
+func (s *inprocWatchServer) SetTrailer(metadata.MD)       {}
+func (s *inprocWatchServer) Context() context.Context     { return s.ctx }
+
+func (s *inprocWatchServer) SendMsg(m any) error {
+	ev, ok := m.(*pbresource.WatchEvent)
+	if !ok {
+		return errors.New("in-process WatchList: SendMsg needs a *pbresource.WatchEvent")
+	}
+	return s.Send(ev)
+}
+
+func (s *inprocWatchServer) RecvMsg(any) error {
+	return errors.New("in-process WatchList: the request was already received")
+}

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// maxAttempts bounds the read-modify-write loops of blanket writes. Each
+// attempt only fails when another write to the same resource committed in
+// between, so running out takes sustained contention on one resource.
+const maxAttempts = 50
+
+// maxPause caps the wait between two attempts.
+const maxPause = 5 * time.Millisecond
+
+// pause waits before attempt number attempt (1 for the first retry) of a
+// read-modify-write loop: the first retries only yield, later ones back off
+// with jitter so that contending writers spread out. It fails with Aborted
+// once the attempts are used up, or with the context's error.
+func pause(ctx context.Context, attempt int) error {
+	if attempt >= maxAttempts {
+		return status.Errorf(codes.Aborted,
+			"gave up after %d attempts: the resource kept changing concurrently; try again", attempt)
+	}
+	if attempt <= 2 {
+		runtime.Gosched()
+		if err := ctx.Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		return nil
+	}
+	d := min(time.Duration(attempt*attempt)*10*time.Microsecond, maxPause)
+	d = d/2 + rand.N(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,238 @@
+// Package server implements the ResourceService gRPC API over a
+// storage.Backend and a resource.Registry. A host process creates one with
+// New, registers it on its gRPC server with Register, and hands controllers
+// running in the same process a client from NewInProcessClient.
+//
+// # What the service adds to the backend
+//
+// The backend only stores, compares versions and fans out watch events. The
+// service validates every request against the type registry (names, types,
+// tenancy for the type's scope, the Data message), runs the type's Mutate,
+// Validate and ACL hooks, and turns the backend's compare-and-swap writes
+// into the API's semantics: blanket writes are read-modify-write loops
+// retried on conflict, Uid and statuses are carried over, no-op writes are
+// detected and skipped, finalizers delay deletion, and deleting a resource
+// that owns others leaves a Tombstone for the reaper.
+//
+// # Requests are consumed
+//
+// Server methods may modify the request messages they are given (for
+// example, Write fills in tenancy defaults in place instead of copying the
+// resource). Messages they return may be shared with the backend and must
+// not be modified. gRPC gives every call fresh messages and only marshals the
+// response, so neither matters there; the in-process client clones on the
+// way in and on the way out so callers never notice either.
+//
+// # Decisions where the design left a choice
+//
+//   - A Write that names a Uid when nothing is stored under the name is
+//     NotFound: the Uid addresses a lifetime that does not exist (any more),
+//     and the write must not recreate it. WriteStatus answers the same.
+//   - Finalizers may be set when a resource is created; deletionTimestamp may
+//     not, and no Write may add, change or drop it afterwards
+//     (InvalidArgument naming metadata.deletionTimestamp).
+//   - Once a resource is marked for deletion, a Write that changes anything
+//     other than removing finalizers is FailedPrecondition: the request is
+//     well-formed, the resource's state forbids it. A Write that changes
+//     nothing is still accepted as a no-op. When the last finalizer goes, the
+//     service deletes the resource and returns it as it was last written,
+//     with the finalizers removed.
+//   - An owner given on create must exist (InvalidArgument naming owner
+//     otherwise); on update the owner must be given exactly as stored (its
+//     Uid may be left out); leaving it out or changing it is InvalidArgument.
+//   - Read checks the caller's right to read before reporting that the
+//     resource is stored under another GroupVersion, so the mismatch error
+//     reveals nothing to a caller who may not read it.
+//   - List returns only resources stored under the requested GroupVersion;
+//     WatchList delivers every resource of the type's Group and Kind,
+//     whatever GroupVersion it is stored under (consumers check the type).
+//   - MutateAndValidate requires a valid name, like Write, so a request it
+//     accepts passes Write's request checks too; it also runs the Write ACL
+//     check.
+//   - Deleting a resource that is already marked for deletion succeeds and
+//     changes nothing.
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// ConsistencyModeKey is the gRPC metadata key a caller sets to
+// ConsistencyModeConsistent to ask Read for a linearizable result.
+const ConsistencyModeKey = "x-consul-consistency-mode"
+
+// ConsistencyModeConsistent is the value of ConsistencyModeKey that asks for
+// strong consistency.
+const ConsistencyModeConsistent = "consistent"
+
+// Config is what New needs.
+type Config struct {
+	// Backend stores the resources. Required.
+	Backend storage.Backend
+
+	// Registry holds the resource types the service accepts. When nil, New
+	// creates an empty one (holding only the Tombstone type).
+	Registry resource.Registry
+
+	// Logger receives debug logs of failed requests. Nil discards them.
+	Logger hclog.Logger
+
+	// ACLResolver returns the Authorizer for the caller of one request, e.g.
+	// from a token in the incoming gRPC metadata. An error that is a gRPC
+	// status is returned to the caller as is; resource.ErrPermissionDenied
+	// becomes PermissionDenied; anything else is Internal. Nil allows
+	// everything (resource.AllowAll).
+	ACLResolver func(ctx context.Context) (resource.Authorizer, error)
+}
+
+// Server implements pbresource.ResourceServiceServer.
+type Server struct {
+	pbresource.UnimplementedResourceServiceServer
+
+	backend  storage.Backend
+	registry resource.Registry
+	logger   hclog.Logger
+	resolve  func(ctx context.Context) (resource.Authorizer, error)
+}
+
+var _ pbresource.ResourceServiceServer = (*Server)(nil)
+
+// New returns a Server for cfg. It registers the Tombstone type
+// (resource.TypeV1Tombstone, namespace-scoped) in the registry unless it is
+// already there. It panics if cfg.Backend is nil.
+func New(cfg Config) *Server {
+	if cfg.Backend == nil {
+		panic("server.New: Config.Backend is required")
+	}
+	s := &Server{
+		backend:  cfg.Backend,
+		registry: cfg.Registry,
+		logger:   cfg.Logger,
+		resolve:  cfg.ACLResolver,
+	}
+	if s.registry == nil {
+		s.registry = resource.NewRegistry()
+	}
+	if s.logger == nil {
+		s.logger = hclog.NewNullLogger()
+	}
+	if _, ok := s.registry.Resolve(resource.TypeV1Tombstone); !ok {
+		s.registry.Register(resource.Registration{
+			Type:  resource.TypeV1Tombstone,
+			Proto: &pbresource.Tombstone{},
+			Scope: resource.ScopeNamespace,
+		})
+	}
+	return s
+}
+
+// Register adds the ResourceService to a gRPC server.
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	pbresource.RegisterResourceServiceServer(r, s)
+}
+
+// Registry returns the type registry the server validates against.
+func (s *Server) Registry() resource.Registry { return s.registry }
+
+// Backend returns the storage backend the server writes to.
+func (s *Server) Backend() storage.Backend { return s.backend }
+
+// authorizer resolves the caller's Authorizer.
+func (s *Server) authorizer(ctx context.Context) (resource.Authorizer, error) {
+	if s.resolve == nil {
+		return resource.AllowAll, nil
+	}
+	authz, err := s.resolve(ctx)
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+		if errors.Is(err, resource.ErrPermissionDenied) {
+			return nil, status.Error(codes.PermissionDenied, err.Error())
+		}
+		return nil, status.Errorf(codes.Internal, "resolving the caller's ACLs: %v", err)
+	}
+	if authz == nil {
+		return resource.AllowAll, nil
+	}
+	return authz, nil
+}
+
+// readConsistency returns the consistency the caller asked for in its
+// incoming metadata.
+func readConsistency(ctx context.Context) storage.ReadConsistency {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, ConsistencyModeKey) {
+		if strings.EqualFold(v, ConsistencyModeConsistent) {
+			return storage.StrongConsistency
+		}
+	}
+	return storage.EventualConsistency
+}
+
+// aclError turns an ACL hook's error into a status: permission errors become
+// PermissionDenied, status errors keep their code, anything else is Internal.
+func aclError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, resource.ErrPermissionDenied) {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Errorf(codes.Internal, "ACL check failed: %v", err)
+}
+
+// isDenied reports whether an ACL hook's error means "not allowed" (as
+// opposed to the check itself failing).
+func isDenied(err error) bool {
+	if errors.Is(err, resource.ErrPermissionDenied) {
+		return true
+	}
+	return status.Code(err) == codes.PermissionDenied
+}
+
+// storageError maps a backend error to a status.
+func storageError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrInconsistent):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, storage.ErrCASFailure):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, storage.ErrWrongUid):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, storage.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, storage.ErrWatchTooSlow):
+		return status.Error(codes.Aborted, "the watch could not keep up with the rate of changes and was ended; start a new WatchList")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Errorf(codes.Internal, "storage: %v", err)
+}
+
+// fail logs a failed request at debug level and returns err unchanged.
+func (s *Server) fail(method string, id *pbresource.ID, err error) error {
+	if s.logger.IsDebug() {
+		s.logger.Debug("request failed", "method", method, "id", resource.IDString(id), "error", err)
+	}
+	return err
+}

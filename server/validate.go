@@ -1,0 +1,208 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"unicode"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+// maxStatusKeyLength bounds WriteStatus keys; they are controller names, so
+// this is generous.
+const maxStatusKeyLength = 256
+
+// invalidField returns an InvalidArgument status naming field.
+func invalidField(field, format string, args ...any) error {
+	return status.Error(codes.InvalidArgument, resource.NewErrInvalidField(field, format, args...).Error())
+}
+
+// invalidArgument wraps a validation error (normally a
+// resource.ErrInvalidField, which names its field) as InvalidArgument.
+func invalidArgument(err error) error {
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// hookError maps the error of a Mutate or Validate hook to a status. A hook
+// that returns a gRPC status chooses its code; any other error rejects the
+// request as InvalidArgument with the hook's message (which, for a
+// resource.ErrInvalidField, names the field).
+func hookError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// resolveType returns the registration of t, or InvalidArgument naming path
+// when t is malformed or not registered. Registered types were validated at
+// registration, so the (regexp-based) format check only runs for unknown
+// types, to explain the rejection.
+func (s *Server) resolveType(path string, t *pbresource.Type) (resource.Registration, error) {
+	if reg, ok := s.registry.Resolve(t); ok {
+		return reg, nil
+	}
+	if err := resource.ValidateTypeField(path, t); err != nil {
+		return resource.Registration{}, invalidArgument(err)
+	}
+	return resource.Registration{}, invalidField(path, "resource type %s is not registered", resource.TypeString(t))
+}
+
+// checkID validates id (found at path in the request) for a request about
+// one resource: registered type, valid name, tenancy fitting the type's
+// scope, and a well-formed Uid when one is given. It replaces id.Tenancy with
+// its normalized form (defaults filled in) and returns the registration.
+func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registration, error) {
+	if id == nil {
+		return resource.Registration{}, invalidArgument(resource.ErrInvalidField{Name: path, Wrapped: resource.ErrMissing})
+	}
+	reg, err := s.resolveType(path+".type", id.Type)
+	if err != nil {
+		return reg, err
+	}
+	if err := resource.ValidateName(id.Name); err != nil {
+		return reg, invalidArgument(resource.ErrInvalidField{Name: path + ".name", Wrapped: err})
+	}
+	if err := normalizeTenancy(path+".tenancy", reg.Scope, id); err != nil {
+		return reg, err
+	}
+	if id.Uid != "" && !resource.IsULID(id.Uid) {
+		return reg, invalidField(path+".uid", "%q is not a ULID", id.Uid)
+	}
+	return reg, nil
+}
+
+// normalizeTenancy sets id.Tenancy to its normalized form for scope. An ID
+// whose tenancy is already normalized keeps its message.
+func normalizeTenancy(path string, scope resource.Scope, id *pbresource.ID) error {
+	if isNormalized(scope, id.Tenancy) {
+		return nil
+	}
+	t, err := resource.NormalizeTenancy(path, scope, id.Tenancy, false)
+	if err != nil {
+		return invalidArgument(err)
+	}
+	id.Tenancy = t
+	return nil
+}
+
+// isNormalized is a cheap pre-check for the common case of a tenancy that
+// NormalizeTenancy would return unchanged.
+func isNormalized(scope resource.Scope, t *pbresource.Tenancy) bool {
+	if t == nil {
+		return false
+	}
+	switch scope {
+	case resource.ScopeCluster:
+		return t.Partition == "" && t.Namespace == ""
+	case resource.ScopePartition:
+		return t.Namespace == "" && resource.ValidateName(t.Partition) == nil
+	case resource.ScopeNamespace:
+		return resource.ValidateName(t.Partition) == nil && resource.ValidateName(t.Namespace) == nil
+	}
+	return false
+}
+
+// checkOwner validates an owner reference: registered type, valid name,
+// tenancy for the owner type's scope (normalized in place) and a well-formed
+// Uid when given. Existence is checked by the write itself.
+func (s *Server) checkOwner(owner *pbresource.ID) error {
+	_, err := s.checkID("owner", owner)
+	return err
+}
+
+// checkData checks that data holds the registration's message and decodes,
+// returning the decoded message.
+func checkData(reg resource.Registration, data *anypb.Any) (proto.Message, error) {
+	if data == nil {
+		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.ErrMissing})
+	}
+	want := reg.Proto.ProtoReflect().Descriptor().FullName()
+	if got := data.MessageName(); got != want {
+		return nil, invalidField("data", "holds a %q message (type URL %q), but resource type %s holds %q",
+			got, data.TypeUrl, resource.TypeString(reg.Type), want)
+	}
+	msg := reg.Proto.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(data.Value, msg); err != nil {
+		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.NewErrDataParse(msg, err)})
+	}
+	return msg, nil
+}
+
+// checkStatusKey validates a WriteStatus key: required, printable, without
+// spaces, of a sane length.
+func checkStatusKey(key string) error {
+	if key == "" {
+		return invalidArgument(resource.ErrInvalidField{Name: "key", Wrapped: resource.ErrMissing})
+	}
+	if len(key) > maxStatusKeyLength {
+		return invalidField("key", "is %d bytes long; the limit is %d", len(key), maxStatusKeyLength)
+	}
+	for _, r := range key {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return invalidField("key", "%q must be printable and contain no spaces", key)
+		}
+	}
+	return nil
+}
+
+// checkStatus validates a status given to WriteStatus.
+func checkStatus(st *pbresource.Status) error {
+	if st == nil {
+		return invalidArgument(resource.ErrInvalidField{Name: "status", Wrapped: resource.ErrMissing})
+	}
+	if st.ObservedGeneration == "" {
+		return invalidArgument(resource.ErrInvalidField{Name: "status.observed_generation", Wrapped: resource.ErrMissing})
+	}
+	if !resource.IsULID(st.ObservedGeneration) {
+		return invalidField("status.observed_generation", "%q is not a ULID", st.ObservedGeneration)
+	}
+	for i, c := range st.Conditions {
+		path := fmt.Sprintf("status.conditions[%d]", i)
+		if c == nil {
+			return invalidArgument(resource.ErrInvalidField{Name: path, Wrapped: resource.ErrMissing})
+		}
+		if c.Type == "" {
+			return invalidArgument(resource.ErrInvalidField{Name: path + ".type", Wrapped: resource.ErrMissing})
+		}
+		if c.Resource != nil {
+			if err := checkReference(path+".resource", c.Resource); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkReference validates a condition's reference. The referenced type need
+// not be registered here (it may belong to another server), but its type,
+// name and tenancy units must be well-formed.
+func checkReference(path string, ref *pbresource.Reference) error {
+	if err := resource.ValidateTypeField(path+".type", ref.Type); err != nil {
+		return invalidArgument(err)
+	}
+	if err := resource.ValidateName(ref.Name); err != nil {
+		return invalidArgument(resource.ErrInvalidField{Name: path + ".name", Wrapped: err})
+	}
+	if p := ref.GetTenancy().GetPartition(); p != "" {
+		if err := resource.ValidateName(p); err != nil {
+			return invalidArgument(resource.ErrInvalidField{Name: path + ".tenancy.partition", Wrapped: err})
+		}
+	}
+	if n := ref.GetTenancy().GetNamespace(); n != "" {
+		if err := resource.ValidateName(n); err != nil {
+			return invalidArgument(resource.ErrInvalidField{Name: path + ".tenancy.namespace", Wrapped: err})
+		}
+	}
+	return nil
+}
+
+// errMutatedID is returned when a Mutate hook changes the resource's ID,
+// which the service cannot allow: the ID was validated and authorized.
+var errMutatedID = errors.New("the type's Mutate hook changed the resource's id")

@@ -1,0 +1,353 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// Write creates or updates a resource. See the package documentation for
+// the rules; in short: the request is validated and run through the type's
+// Mutate, Validate and ACL hooks once, then applied to the stored resource
+// in a read-modify-write loop that carries over Uid, status and owner and
+// ends in a backend compare-and-swap. A blanket write (empty Version) starts
+// over when the CAS loses a race; a versioned write reports Aborted instead.
+func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbresource.WriteResponse, error) {
+	authz, err := s.authorizer(ctx)
+	if err != nil {
+		return nil, s.fail("Write", req.GetResource().GetId(), err)
+	}
+	res := req.GetResource()
+	reg, data, err := s.prepare(res)
+	if err != nil {
+		return nil, s.fail("Write", res.GetId(), err)
+	}
+	if err := aclError(reg.AuthorizeWrite(authz, res)); err != nil {
+		return nil, s.fail("Write", res.GetId(), err)
+	}
+	out, err := s.write(ctx, res, data)
+	if err != nil {
+		return nil, s.fail("Write", res.GetId(), err)
+	}
+	return &pbresource.WriteResponse{Resource: out}, nil
+}
+
+// writeIntent is what the caller of Write asked for. The request's resource
+// is rebuilt from it on every attempt of the loop.
+type writeIntent struct {
+	res      *pbresource.Resource // mutated and validated; reused as the write's message
+	data     proto.Message        // res.Data decoded
+	uid      string               // the Uid the caller gave, if any
+	version  string               // the Version the caller gave, if any
+	status   map[string]*pbresource.Status
+	owner    *pbresource.ID
+	ownerUid string // the owner's Uid as the caller gave it
+	meta     map[string]string
+}
+
+func (in *writeIntent) cas() bool { return in.version != "" }
+
+// errRetry tells a read-modify-write loop to start over with a fresh,
+// strongly consistent read.
+var errRetry = errors.New("retry")
+
+func (s *Server) write(ctx context.Context, res *pbresource.Resource, data proto.Message) (*pbresource.Resource, error) {
+	in := &writeIntent{
+		res:      res,
+		data:     data,
+		uid:      res.Id.Uid,
+		version:  res.Version,
+		status:   res.Status,
+		owner:    res.Owner,
+		ownerUid: res.Owner.GetUid(),
+		meta:     res.Metadata,
+	}
+	readID := &pbresource.ID{Type: res.Id.Type, Tenancy: res.Id.Tenancy, Name: res.Id.Name}
+
+	consistency := storage.EventualConsistency
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := pause(ctx, attempt); err != nil {
+				return nil, err
+			}
+			consistency = storage.StrongConsistency
+		}
+		stored, err := s.readStored(ctx, consistency, readID)
+		if err != nil {
+			return nil, storageError(err)
+		}
+		var out *pbresource.Resource
+		if stored == nil {
+			out, err = s.create(ctx, in, consistency)
+		} else {
+			out, err = s.update(ctx, in, stored, consistency)
+		}
+		if err != errRetry {
+			return out, err
+		}
+	}
+}
+
+// readStored reads the resource stored under id in whatever GroupVersion it
+// is stored. It returns nil, nil when there is none.
+func (s *Server) readStored(ctx context.Context, consistency storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
+	res, err := s.backend.Read(ctx, consistency, id)
+	if err == nil {
+		return res, nil
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if stored := mismatchedStored(err); stored != nil {
+		return stored, nil
+	}
+	return nil, err
+}
+
+// mismatchedStored returns the stored resource of a GroupVersion mismatch
+// error, or nil if err is not one.
+func mismatchedStored(err error) *pbresource.Resource {
+	var gv storage.GroupVersionMismatchError
+	if errors.As(err, &gv) {
+		return gv.Stored
+	}
+	var gvp *storage.GroupVersionMismatchError
+	if errors.As(err, &gvp) && gvp != nil {
+		return gvp.Stored
+	}
+	return nil
+}
+
+// create handles a Write when nothing is stored under the name.
+func (s *Server) create(ctx context.Context, in *writeIntent, consistency storage.ReadConsistency) (*pbresource.Resource, error) {
+	if in.cas() || in.uid != "" {
+		// A stale read could make an existing resource look absent: make
+		// sure before refusing.
+		if consistency == storage.EventualConsistency {
+			return nil, errRetry
+		}
+		if in.cas() {
+			return nil, status.Errorf(codes.Aborted,
+				"resource %s does not exist, so version %q cannot match; leave version empty to create it",
+				resource.ReferenceString(in.res.Id), in.version)
+		}
+		return nil, status.Errorf(codes.NotFound,
+			"resource %s with uid %s does not exist; leave id.uid empty to create it",
+			resource.ReferenceString(in.res.Id), in.uid)
+	}
+	if len(in.status) > 0 {
+		return nil, invalidField("status", "cannot be set by Write; use WriteStatus once the resource exists")
+	}
+	if _, ok := in.meta[resource.DeletionTimestampKey]; ok {
+		return nil, invalidField("metadata."+resource.DeletionTimestampKey, "is set by Delete and cannot be set by Write")
+	}
+	if in.owner != nil {
+		if err := s.resolveOwner(ctx, in, consistency); err != nil {
+			return nil, err
+		}
+	}
+
+	res := in.res
+	res.Id.Uid = resource.NewULID()
+	res.Generation = resource.NewULID()
+	res.Version = ""
+	res.Status = nil
+	res.Owner = in.owner
+	res.Metadata = in.meta
+	out, err := s.backend.WriteCAS(ctx, res)
+	if errors.Is(err, storage.ErrCASFailure) || errors.Is(err, storage.ErrWrongUid) {
+		// Created concurrently: the next attempt updates it instead.
+		return nil, errRetry
+	}
+	if err != nil {
+		return nil, storageError(err)
+	}
+	return out, nil
+}
+
+// resolveOwner checks that the owner exists (with the given Uid, if any) and
+// sets in.owner's Uid to the stored owner's.
+func (s *Server) resolveOwner(ctx context.Context, in *writeIntent, consistency storage.ReadConsistency) error {
+	o := in.owner
+	stored, err := s.readStored(ctx, consistency, &pbresource.ID{Type: o.Type, Tenancy: o.Tenancy, Name: o.Name})
+	if err != nil {
+		return storageError(err)
+	}
+	if stored == nil || (in.ownerUid != "" && stored.Id.Uid != in.ownerUid) {
+		if consistency == storage.EventualConsistency {
+			return errRetry
+		}
+		if stored == nil {
+			return invalidField("owner", "resource %s does not exist", resource.ReferenceString(o))
+		}
+		return invalidField("owner", "resource %s with uid %s does not exist (the stored one has uid %s)",
+			resource.ReferenceString(o), in.ownerUid, stored.Id.Uid)
+	}
+	o.Uid = stored.Id.Uid
+	return nil
+}
+
+// update handles a Write when a resource is stored under the name.
+func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource.Resource, consistency storage.ReadConsistency) (*pbresource.Resource, error) {
+	if in.uid != "" && in.uid != stored.Id.Uid {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
+			in.uid, stored.Id.Uid)
+	}
+	if in.cas() && in.version != stored.Version {
+		if consistency == storage.EventualConsistency {
+			return nil, errRetry
+		}
+		return nil, status.Errorf(codes.Aborted,
+			"version %q does not match the stored version %q: the resource changed since it was read",
+			in.version, stored.Version)
+	}
+	if len(in.status) > 0 && !resource.EqualStatusMap(in.status, stored.Status) {
+		return nil, invalidField("status", "cannot be changed by Write; use WriteStatus (or leave status empty to keep it)")
+	}
+	if err := checkOwnerUnchanged(in, stored); err != nil {
+		return nil, err
+	}
+	reqTS, reqHas := in.meta[resource.DeletionTimestampKey]
+	stTS, stHas := stored.Metadata[resource.DeletionTimestampKey]
+	if reqHas != stHas || reqTS != stTS {
+		return nil, invalidField("metadata."+resource.DeletionTimestampKey,
+			"is set by Delete and cannot be set, changed or removed by Write")
+	}
+
+	dataSame := stored.Id.Type.GetGroupVersion() == in.res.Id.Type.GroupVersion &&
+		sameData(in.res.Data, in.data, stored.Data)
+	metaSame := maps.Equal(in.meta, stored.Metadata)
+	if dataSame && metaSame {
+		// Nothing changes: no write, no new version, no watch event.
+		return stored, nil
+	}
+
+	res := in.res
+	res.Id.Uid = stored.Id.Uid
+	res.Version = stored.Version
+	res.Status = stored.Status
+	res.Owner = stored.Owner
+	res.Metadata = in.meta
+
+	if stHas {
+		if err := checkOnlyFinalizersRemoved(in, stored, dataSame); err != nil {
+			return nil, err
+		}
+		if len(resource.Finalizers(res)) == 0 {
+			// The last finalizer is gone: finish the deletion Delete began.
+			res.Generation = stored.Generation
+			if err := s.deleteStored(ctx, stored); err != nil {
+				return nil, s.casError(in.cas(), err)
+			}
+			return res, nil
+		}
+	}
+
+	res.Generation = resource.NewULID()
+	out, err := s.backend.WriteCAS(ctx, res)
+	if err != nil {
+		return nil, s.casError(in.cas(), err)
+	}
+	return out, nil
+}
+
+// casError maps the error of a backend write in a read-modify-write loop: a
+// lost race restarts a blanket write and aborts a versioned one.
+func (s *Server) casError(cas bool, err error) error {
+	if errors.Is(err, storage.ErrCASFailure) || errors.Is(err, storage.ErrWrongUid) {
+		if !cas {
+			return errRetry
+		}
+		return status.Error(codes.Aborted, "the resource changed since it was read: "+err.Error())
+	}
+	return storageError(err)
+}
+
+// checkOwnerUnchanged enforces that an owner, once set, is given as stored.
+// The caller may leave out the owner's Uid.
+func checkOwnerUnchanged(in *writeIntent, stored *pbresource.Resource) error {
+	so := stored.Owner
+	switch {
+	case in.owner == nil && so == nil:
+		return nil
+	case in.owner == nil:
+		return invalidField("owner", "is immutable: the resource is owned by %s; give that owner", resource.IDString(so))
+	case so == nil:
+		return invalidField("owner", "is immutable: it can only be set when the resource is created")
+	}
+	o := in.owner
+	if resource.EqualUnversionedType(o.Type, so.Type) && resource.EqualTenancy(o.Tenancy, so.Tenancy) &&
+		o.Name == so.Name && (in.ownerUid == "" || in.ownerUid == so.Uid) {
+		return nil
+	}
+	return invalidField("owner", "is immutable: the resource is owned by %s, not %s", resource.IDString(so), resource.IDString(o))
+}
+
+// checkOnlyFinalizersRemoved enforces the rule for resources marked for
+// deletion: a Write may only remove finalizers.
+func checkOnlyFinalizersRemoved(in *writeIntent, stored *pbresource.Resource, dataSame bool) error {
+	const msg = "resource %s is marked for deletion: a Write may only remove finalizers (%s)"
+	ref := resource.ReferenceString(stored.Id)
+	if !dataSame {
+		return status.Errorf(codes.FailedPrecondition, msg, ref, "data cannot change")
+	}
+	for k, v := range in.meta {
+		if k == resource.FinalizerKey {
+			continue
+		}
+		if sv, ok := stored.Metadata[k]; !ok || sv != v {
+			return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
+		}
+	}
+	for k := range stored.Metadata {
+		if _, ok := in.meta[k]; !ok && k != resource.FinalizerKey {
+			return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
+		}
+	}
+	old := resource.Finalizers(stored)
+	for _, f := range resource.Finalizers(in.res) {
+		found := false
+		for _, o := range old {
+			if o == f {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return status.Errorf(codes.FailedPrecondition, msg, ref, "finalizer "+f+" cannot be added")
+		}
+	}
+	return nil
+}
+
+// sameData reports whether two Data fields hold equal messages. Equal bytes
+// settle it cheaply; otherwise the stored bytes are decoded and compared
+// with the already decoded new message, since equal messages need not
+// marshal to equal bytes.
+func sameData(a *anypb.Any, aMsg proto.Message, b *anypb.Any) bool {
+	if b == nil {
+		return false
+	}
+	if a.TypeUrl == b.TypeUrl && bytes.Equal(a.Value, b.Value) {
+		return true
+	}
+	if a.MessageName() != b.MessageName() {
+		return false
+	}
+	bMsg := aMsg.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(b.Value, bMsg); err != nil {
+		return false
+	}
+	return proto.Equal(aMsg, bMsg)
+}

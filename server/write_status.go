@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// WriteStatus sets one status key of an existing resource, stamping its
+// UpdatedAt with the current time. Id.Uid is required and must match. With
+// Version set the write is a compare-and-swap; otherwise it is retried until
+// it lands. It works on resources marked for deletion too, and on a resource
+// stored under another GroupVersion than the request names (the status is
+// written to the stored form).
+func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusRequest) (*pbresource.WriteStatusResponse, error) {
+	authz, err := s.authorizer(ctx)
+	if err != nil {
+		return nil, s.fail("WriteStatus", req.GetId(), err)
+	}
+	id := req.GetId()
+	reg, err := s.checkID("id", id)
+	if err != nil {
+		return nil, s.fail("WriteStatus", id, err)
+	}
+	if id.Uid == "" {
+		return nil, s.fail("WriteStatus", id, invalidArgument(resource.ErrInvalidField{Name: "id.uid", Wrapped: resource.ErrMissing}))
+	}
+	if err := checkStatusKey(req.Key); err != nil {
+		return nil, s.fail("WriteStatus", id, err)
+	}
+	if err := checkStatus(req.Status); err != nil {
+		return nil, s.fail("WriteStatus", id, err)
+	}
+	req.Status.UpdatedAt = timestamppb.Now()
+
+	readID := &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
+	consistency := storage.EventualConsistency
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := pause(ctx, attempt); err != nil {
+				return nil, s.fail("WriteStatus", id, err)
+			}
+			consistency = storage.StrongConsistency
+		}
+		stored, err := s.readStored(ctx, consistency, readID)
+		if err != nil {
+			return nil, s.fail("WriteStatus", id, storageError(err))
+		}
+		out, err := s.writeStatusOnce(ctx, authz, reg, req, stored, consistency)
+		if err == errRetry {
+			continue
+		}
+		if err != nil {
+			return nil, s.fail("WriteStatus", id, err)
+		}
+		return &pbresource.WriteStatusResponse{Resource: out}, nil
+	}
+}
+
+func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registration,
+	req *pbresource.WriteStatusRequest, stored *pbresource.Resource, consistency storage.ReadConsistency,
+) (*pbresource.Resource, error) {
+	id := req.Id
+	cas := req.Version != ""
+	stale := consistency == storage.EventualConsistency
+	if stored == nil {
+		if stale {
+			return nil, errRetry
+		}
+		return nil, status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id))
+	}
+	if stored.Id.Uid != id.Uid {
+		if stale {
+			return nil, errRetry
+		}
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
+			id.Uid, stored.Id.Uid)
+	}
+	if cas && req.Version != stored.Version {
+		if stale {
+			return nil, errRetry
+		}
+		return nil, status.Errorf(codes.Aborted,
+			"version %q does not match the stored version %q: the resource changed since it was read",
+			req.Version, stored.Version)
+	}
+	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
+		return nil, err
+	}
+
+	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
+	for k, v := range stored.Status {
+		statuses[k] = v
+	}
+	statuses[req.Key] = req.Status
+	// A shallow copy: the shared parts are only read, and the backend
+	// copies what it stores.
+	out, err := s.backend.WriteCAS(ctx, &pbresource.Resource{
+		Id:         stored.Id,
+		Owner:      stored.Owner,
+		Version:    stored.Version,
+		Generation: stored.Generation,
+		Metadata:   stored.Metadata,
+		Status:     statuses,
+		Data:       stored.Data,
+	})
+	if err != nil {
+		return nil, s.casError(cas, err)
+	}
+	return out, nil
+}
