@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+const barJSON = `{
+  "resource": {
+    "id": {
+      "type": {"group": "foo", "group_version": "v1", "kind": "Bar"},
+      "tenancy": {"partition": "default", "namespace": "default"},
+      "name": "cli"
+    },
+    "data": {
+      "@type": "type.googleapis.com/loom.example.foo.v1.Bar",
+      "baz": "Hello CLI"
+    }
+  }
+}`
+
+func runCLI(t *testing.T, ctx context.Context, args ...string) (string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, args, &stdout, &stderr)
+	return stdout.String(), err
+}
+
+func TestClientCommands(t *testing.T) {
+	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0")
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "bar.json")
+	if err := os.WriteFile(file, []byte(barJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runCLI(t, ctx, "write", "-addr", addr, file)
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if !strings.Contains(out, `"hello cli"`) || !strings.Contains(out, `"version"`) {
+		t.Errorf("write printed %s, want the stored resource with baz lower-cased", out)
+	}
+
+	out, err = runCLI(t, ctx, "read", "-addr", addr, "-consistent", "foo.v1.Bar", "cli")
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if !strings.Contains(out, `"hello cli"`) {
+		t.Errorf("read printed %s", out)
+	}
+
+	out, err = runCLI(t, ctx, "list", "-addr", addr, "-namespace", "*", "foo.v1.Bar")
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if !strings.Contains(out, `"name": "cli"`) {
+		t.Errorf("list printed %s", out)
+	}
+
+	// watch prints the snapshot and its end, then runs until cancelled.
+	watchCtx, cancel := context.WithCancel(ctx)
+	var watchOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(watchCtx, []string{"watch", "-addr", addr, "foo.v1.Bar"}, &watchOut, &bytes.Buffer{})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(watchOut.String(), "endOfSnapshot") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("watch returned %v after interrupt, want nil", err)
+	}
+	lines := strings.Split(strings.TrimSpace(watchOut.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"upsert"`) || !strings.Contains(lines[1], "endOfSnapshot") {
+		t.Errorf("watch printed %q, want an upsert line then an endOfSnapshot line", lines)
+	}
+
+	if _, err := runCLI(t, ctx, "delete", "-addr", addr, "foo.v1.Bar", "cli"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := runCLI(t, ctx, "read", "-addr", addr, "foo.v1.Bar", "cli"); status.Code(err) != codes.NotFound {
+		t.Errorf("read after delete: %v, want NotFound", err)
+	}
+}
+
+func TestClientUsage(t *testing.T) {
+	cases := [][]string{
+		{"read", "foo.v1.Bar"},
+		{"read", "not-a-type", "x"},
+		{"list"},
+		{"write"},
+		{"delete", "foo.v1.Bar"},
+		{"watch", "a", "b"},
+	}
+	for _, args := range cases {
+		_, err := runCLI(t, context.Background(), args...)
+		var u usageError
+		if !asUsage(err, &u) {
+			t.Errorf("%v: got %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestParseResourceJSON(t *testing.T) {
+	res, err := parseResourceJSON([]byte(barJSON))
+	if err != nil || res.GetId().GetName() != "cli" {
+		t.Fatalf("WriteRequest form: %v %v", res, err)
+	}
+	bare := `{"id": {"type": {"group": "foo", "group_version": "v1", "kind": "Bar"}, "name": "x"},
+	          "data": {"@type": "type.googleapis.com/loom.example.foo.v1.Bar", "baz": "b"}}`
+	res, err = parseResourceJSON([]byte(bare))
+	if err != nil || res.GetId().GetName() != "x" {
+		t.Fatalf("Resource form: %v %v", res, err)
+	}
+	if _, err := parseResourceJSON([]byte(`{"nope": 1}`)); err == nil {
+		t.Error("garbage accepted")
+	}
+}
+
+func asUsage(err error, u *usageError) bool { return errors.As(err, u) }

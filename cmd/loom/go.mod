@@ -1,0 +1,25 @@
+module github.com/loomrt/loom/cmd/loom
+
+go 1.26.8
+
+require (
+	github.com/hashicorp/go-hclog v1.6.3
+	github.com/loomrt/loom v0.0.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/fatih/color v1.13.0 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.14 // indirect
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+)
+
+// The binary is developed together with the library; go.work at the
+// repository root does the same for commands run from there.
+replace github.com/loomrt/loom => ../..

@@ -1,0 +1,149 @@
+// Command loom is Loom's host server and a small client for its
+// ResourceService.
+//
+//	loom server -dev                     run a development server (in-memory storage)
+//	loom write|read|list|delete|watch    use the ResourceService of a running server
+//	loom version                         print the version
+//	loom help                            show the commands
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is normally empty and taken from the build information; a release
+// build may set it with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, put the default handling back, so a
+		// second Ctrl-C ends a shutdown that is taking too long.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError marks a mistake in the command line; it exits with status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode reports err on stderr and turns it into the process's exit status.
+func exitCode(err error, stderr io.Writer) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "loom: %v\nRun 'loom help' for usage.\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "loom: %v\n", err)
+		return 1
+	}
+}
+
+// command is one subcommand of loom.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"server", "run a Loom server (for now: -dev, in-memory storage)", runServer},
+		{"read", "read one resource from a server", runRead},
+		{"list", "list resources of a type", runList},
+		{"write", "write a resource given as JSON", runWrite},
+		{"delete", "delete a resource", runDelete},
+		{"watch", "watch resources of a type, one JSON event per line", runWatch},
+		{"version", "print the version of loom", runVersion},
+		{"help", "show this help", runHelp},
+	}
+}
+
+// run is the whole program minus process concerns (signals, exit status):
+// it parses args, runs the chosen command until it finishes or ctx ends,
+// and writes only to stdout and stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return usagef("no command given")
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		name = "help"
+	case "-version", "--version":
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, rest, stdout, stderr)
+		}
+	}
+	return usagef("unknown command %q", name)
+}
+
+func runHelp(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		// "loom help server" is "loom server -h".
+		for _, c := range commands() {
+			if c.name == args[0] && c.name != "help" {
+				return c.run(context.Background(), []string{"-h"}, stdout, stdout)
+			}
+		}
+		return usagef("unknown command %q", args[0])
+	}
+	printUsage(stdout)
+	return nil
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: loom <command> [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'loom help <command>' for a command's flags.\n")
+}
+
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return usagef("version takes no arguments")
+	}
+	fmt.Fprintln(stdout, versionString())
+	return nil
+}
+
+func versionString() string {
+	v := version
+	if v == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			v = bi.Main.Version
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "dev"
+	}
+	return fmt.Sprintf("loom %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/storage"
+	"github.com/loomrt/loom/storage/inmem"
+)
+
+const (
+	defaultGRPCAddr        = "127.0.0.1:8502"
+	defaultShutdownTimeout = 10 * time.Second
+)
+
+type serverFlags struct {
+	dev             bool
+	grpcAddr        string
+	storage         string
+	logLevel        string
+	logJSON         bool
+	shutdownTimeout time.Duration
+}
+
+func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
+	var f serverFlags
+	fs := flag.NewFlagSet("loom server", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintf(output, "Usage: loom server -dev [flags]\n\n"+
+			"Runs a Loom server: the ResourceService over gRPC (with server reflection,\n"+
+			"so grpcurl needs no protoset) and the gRPC health service.\n\n"+
+			"Only the development server exists for now: -dev keeps resources in memory\n"+
+			"(they are gone when the server stops) and registers the example types of\n"+
+			"examples/foo (foo.v1.Bar, foo.v2.Bar, foo.v1.Zip, foo.v1.Qux).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&f.dev, "dev", false, "run a development server: in-memory storage and the example types")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", defaultGRPCAddr, "`address` the gRPC server listens on (port 0 picks a free port)")
+	fs.StringVar(&f.storage, "storage", "inmem", "storage `backend`; only inmem is available for now")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
+		"how long to let in-flight requests finish on SIGINT/SIGTERM before closing connections")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return f, usagef("server: unexpected argument %q", fs.Arg(0))
+	}
+	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
+		return f, usagef("server: unknown -log-level %q (want trace, debug, info, warn or error)", f.logLevel)
+	}
+	if f.storage != "inmem" {
+		return f, usagef("server: unknown -storage %q: only inmem (in-memory) storage is available for now", f.storage)
+	}
+	if !f.dev {
+		return f, usagef("server: only the development server is available for now; " +
+			"run 'loom server -dev' (in-memory storage, example types registered)")
+	}
+	if f.shutdownTimeout <= 0 {
+		return f, usagef("server: -shutdown-timeout must be positive")
+	}
+	return f, nil
+}
+
+// runServer is `loom server`. It serves until ctx ends, then shuts down: no
+// new connections or RPCs are accepted, open WatchList streams are ended with
+// Unavailable (clients re-watch elsewhere), and unary RPCs in flight get up
+// to -shutdown-timeout to finish before the remaining connections are closed.
+// It returns nil after a clean shutdown.
+func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
+	f, err := parseServerFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       "loom",
+		Level:      hclog.LevelFromString(f.logLevel),
+		Output:     stderr,
+		JSONFormat: f.logJSON,
+	})
+
+	backend, err := newBackend(f.storage)
+	if err != nil {
+		return err
+	}
+	registry := resource.NewRegistry()
+	foo.RegisterTypes(registry)
+
+	svc := server.New(server.Config{
+		Backend:  backend,
+		Registry: registry,
+		Logger:   logger.Named("resource"),
+	})
+
+	lis, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+
+	shuttingDown, beginShutdown := context.WithCancel(context.Background())
+	defer beginShutdown()
+	gs := grpc.NewServer(grpc.ChainStreamInterceptor(endStreamsOnShutdown(shuttingDown)))
+	svc.Register(gs)
+	healthSrv := health.NewServer()
+	healthpb.RegisterHealthServer(gs, healthSrv)
+	reflection.Register(gs)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+
+	logger.Info("development server: resources are kept in memory and lost on exit",
+		"storage", f.storage, "types", typeNames(registry))
+	// Tests and people read the bound address from this line (useful with
+	// -grpc-addr 127.0.0.1:0).
+	logger.Info("gRPC server listening", "addr", lis.Addr().String())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		// Serve only returns early when the listener fails.
+		return fmt.Errorf("server: serving gRPC: %w", err)
+	}
+
+	logger.Info("shutting down", "timeout", f.shutdownTimeout)
+	healthSrv.Shutdown()
+	beginShutdown()
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(f.shutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		logger.Warn("requests still running after the shutdown timeout; closing their connections")
+		gs.Stop()
+		<-stopped
+	}
+	if err := <-serveErr; err != nil {
+		return fmt.Errorf("server: serving gRPC: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func newBackend(name string) (storage.Backend, error) {
+	switch name {
+	case "inmem":
+		return inmem.New(), nil
+	}
+	return nil, usagef("server: unknown -storage %q", name)
+}
+
+func typeNames(r resource.Registry) string {
+	var names []string
+	for _, reg := range r.Types() {
+		names = append(names, resource.TypeString(reg.Type))
+	}
+	return strings.Join(names, ",")
+}
+
+// endStreamsOnShutdown cancels the context of every streaming RPC (WatchList)
+// once shuttingDown ends. GracefulStop waits for handlers to return, and a
+// watch only returns when its context ends, so without this one open watch
+// would hold shutdown for the whole timeout. A stream ended this way reports
+// Unavailable, which tells the client to retry against another server.
+func endStreamsOnShutdown(shuttingDown context.Context) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		stop := context.AfterFunc(shuttingDown, cancel)
+		defer stop()
+		err := handler(srv, streamWithContext{ServerStream: ss, ctx: ctx})
+		if err != nil && shuttingDown.Err() != nil && ss.Context().Err() == nil {
+			return status.Error(codes.Unavailable, "server is shutting down")
+		}
+		return err
+	}
+}
+
+type streamWithContext struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s streamWithContext) Context() context.Context { return s.ctx }
