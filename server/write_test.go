@@ -496,3 +496,5 @@ func TestNew_TombstoneType(t *testing.T) {
 	require.Panics(t, func() { New(Config{}) })
 	_ = context.Background()
 }
+
+func decodeBarWith(baz string) *pbfoov1.Bar { return &pbfoov1.Bar{Baz: baz} }

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+func TestACL_DenyAll(t *testing.T) {
+	env := newEnv(t)
+	stored := env.write(t, bar(t, "a", "x"))
+	denied := New(Config{
+		Backend:     env.server.Backend(),
+		Registry:    env.registry,
+		ACLResolver: func(context.Context) (resource.Authorizer, error) { return resource.DenyAll, nil },
+	})
+	c := NewInProcessClient(denied)
+	ctx := testCtx(t)
+
+	calls := map[string]func() error{
+		"Read":         func() error { _, err := c.Read(ctx, &pbresource.ReadRequest{Id: barID("a")}); return err },
+		"Read missing": func() error { _, err := c.Read(ctx, &pbresource.ReadRequest{Id: barID("nope")}); return err },
+		"Read other GroupVersion": func() error {
+			_, err := c.Read(ctx, &pbresource.ReadRequest{Id: barV2ID("a")})
+			return err
+		},
+		"Write":        func() error { _, err := c.Write(ctx, &pbresource.WriteRequest{Resource: bar(t, "a", "y")}); return err },
+		"Write create": func() error { _, err := c.Write(ctx, &pbresource.WriteRequest{Resource: bar(t, "b", "y")}); return err },
+		"WriteStatus": func() error {
+			_, err := c.WriteStatus(ctx, &pbresource.WriteStatusRequest{Id: stored.Id, Key: "k", Status: simpleStatus(stored.Generation)})
+			return err
+		},
+		"Delete":         func() error { _, err := c.Delete(ctx, &pbresource.DeleteRequest{Id: barID("a")}); return err },
+		"Delete missing": func() error { _, err := c.Delete(ctx, &pbresource.DeleteRequest{Id: barID("nope")}); return err },
+		"List":           func() error { _, err := c.List(ctx, &pbresource.ListRequest{Type: barID("a").Type}); return err },
+		"MutateAndValidate": func() error {
+			_, err := c.MutateAndValidate(ctx, &pbresource.MutateAndValidateRequest{Resource: bar(t, "a", "y")})
+			return err
+		},
+		"WatchList": func() error {
+			s, err := c.WatchList(ctx, &pbresource.WatchListRequest{Type: barID("a").Type})
+			require.NoError(t, err)
+			_, err = s.Recv()
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			requireCode(t, call(), codes.PermissionDenied)
+		})
+	}
+	// ListByOwner filters rather than refuses.
+	out, err := c.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: stored.Id})
+	require.NoError(t, err)
+	require.Empty(t, out.Resources)
+
+	got := env.mustRead(t, barID("a"))
+	require.Equal(t, stored.Version, got.Version, "nothing was written")
+}
+
+// readFilter allows everything except reading resources whose name starts
+// with "secret".
+var readFilter = resource.AuthorizerFunc(func(a resource.Access, id *pbresource.ID) bool {
+	return a != resource.AccessRead || !strings.HasPrefix(id.Name, "secret")
+})
+
+func TestACL_ReadFiltersLists(t *testing.T) {
+	env := newEnv(t, withACL(func(context.Context) (resource.Authorizer, error) { return readFilter, nil }))
+	owner := env.write(t, zip(t, "owner"))
+	for _, name := range []string{"public-1", "secret-1", "public-2", "secret-2"} {
+		r := bar(t, name, "x")
+		r.Owner = owner.Id
+		env.write(t, r)
+	}
+	names := func(rs []*pbresource.Resource) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Id.Name)
+		}
+		return out
+	}
+	l, err := env.client.List(testCtx(t), &pbresource.ListRequest{Type: barID("a").Type})
+	require.NoError(t, err)
+	require.Equal(t, []string{"public-1", "public-2"}, names(l.Resources))
+
+	lo, err := env.client.ListByOwner(testCtx(t), &pbresource.ListByOwnerRequest{Owner: owner.Id})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"public-1", "public-2"}, names(lo.Resources))
+
+	_, err = env.read(t, barID("secret-1"))
+	requireCode(t, err, codes.PermissionDenied)
+	_, err = env.read(t, barID("secret-missing"))
+	requireCode(t, err, codes.PermissionDenied, "permission denied")
+	_, err = env.read(t, barID("public-missing"))
+	requireCode(t, err, codes.NotFound)
+}
+
+func TestACL_Hooks(t *testing.T) {
+	env := newEnv(t)
+	var seen []string
+	typ := &pbresource.Type{Group: "acl", GroupVersion: "v1", Kind: "Guarded"}
+	env.registry.Register(resource.Registration{
+		Type:  typ,
+		Proto: &pbfoov1.Qux{},
+		Scope: resource.ScopeCluster,
+		ACLs: &resource.ACLHooks{
+			Read: func(_ resource.Authorizer, id *pbresource.ID, res *pbresource.Resource) error {
+				seen = append(seen, fmt.Sprintf("read %s exists=%v", id.Name, res != nil))
+				if id.Name == "locked" {
+					return fmt.Errorf("wrapped: %w", resource.ErrPermissionDenied)
+				}
+				return nil
+			},
+			Write: func(_ resource.Authorizer, res *pbresource.Resource) error {
+				seen = append(seen, "write "+res.Id.Name)
+				switch res.Id.Name {
+				case "locked":
+					return resource.ErrPermissionDenied
+				case "broken":
+					return errors.New("acl backend down")
+				case "unauth":
+					return status.Error(codes.Unauthenticated, "who are you")
+				}
+				return nil
+			},
+			List: func(resource.Authorizer, *pbresource.Tenancy) error {
+				seen = append(seen, "list")
+				return nil
+			},
+		},
+	})
+	w := func(name string) error {
+		_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: &pbresource.Resource{
+			Id: &pbresource.ID{Type: typ, Name: name}, Data: mustAny(t, &pbfoov1.Qux{}),
+		}})
+		return err
+	}
+	require.NoError(t, w("open"))
+	requireCode(t, w("locked"), codes.PermissionDenied)
+	requireCode(t, w("broken"), codes.Internal, "acl backend down")
+	requireCode(t, w("unauth"), codes.Unauthenticated)
+
+	_, err := env.read(t, &pbresource.ID{Type: typ, Name: "missing"})
+	requireCode(t, err, codes.NotFound)
+	_, err = env.read(t, &pbresource.ID{Type: typ, Name: "locked"})
+	requireCode(t, err, codes.PermissionDenied)
+	_, err = env.client.List(testCtx(t), &pbresource.ListRequest{Type: typ})
+	require.NoError(t, err)
+	require.Contains(t, seen, "read missing exists=false")
+	require.Contains(t, seen, "list")
+	require.Contains(t, seen, "read open exists=true")
+}
+
+func TestACL_ResolverErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err  error
+		code codes.Code
+	}{
+		"status":            {status.Error(codes.Unauthenticated, "bad token"), codes.Unauthenticated},
+		"permission denied": {fmt.Errorf("token: %w", resource.ErrPermissionDenied), codes.PermissionDenied},
+		"other":             {errors.New("boom"), codes.Internal},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := newEnv(t, withACL(func(context.Context) (resource.Authorizer, error) { return nil, tc.err }))
+			_, err := env.read(t, barID("a"))
+			requireCode(t, err, tc.code)
+		})
+	}
+}
