@@ -334,11 +334,14 @@ func (s *suite) waitStarted(t *testing.T, r *racer) {
 	}
 }
 
-// stopAfter lets the writers make about n more operations, waits for them
-// and checks their errors.
-func (s *suite) stopAfter(t *testing.T, r *racer, n int) {
-	t.Helper()
+// stopAfter lets the writers make about n more operations.
+func (r *racer) stopAfter(n int) {
 	r.stopAt.Store(r.count.Load() + int64(n))
+}
+
+// waitWriters waits for the writers to stop and checks their errors.
+func (s *suite) waitWriters(t *testing.T, r *racer) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
 	s.wait(t, done, "racing writers")
@@ -415,7 +418,7 @@ func (s *suite) testWatchRacingWriters(t *testing.T) {
 	w, err := b.WatchList(ctx, artist, allTenancy, "")
 	require.NoError(t, err)
 	defer w.Close()
-	r.stopAt.Store(r.count.Load() + moreOps)
+	r.stopAfter(moreOps)
 
 	view := readSnapshot(t, ctx, w)
 	require.NotEmpty(t, view)
@@ -424,7 +427,7 @@ func (s *suite) testWatchRacingWriters(t *testing.T) {
 		snapMax = max(snapMax, parseVersion(t, res.Version))
 	}
 
-	s.stopAfter(t, r, 0)
+	s.waitWriters(t, r)
 	marker := write(t, b, newResource(artistV1, "default", "default", "marker"))
 
 	var got []uint64
@@ -490,7 +493,7 @@ func (s *suite) testWatchRacingWritersWithDeletes(t *testing.T) {
 	w, err := b.WatchList(ctx, artist, allTenancy, "")
 	require.NoError(t, err)
 	defer w.Close()
-	r.stopAt.Store(r.count.Load() + moreOps)
+	r.stopAfter(moreOps)
 
 	view := readSnapshot(t, ctx, w)
 	var last uint64
@@ -498,7 +501,7 @@ func (s *suite) testWatchRacingWritersWithDeletes(t *testing.T) {
 		last = max(last, parseVersion(t, res.Version))
 	}
 
-	s.stopAfter(t, r, 0)
+	s.waitWriters(t, r)
 	marker := write(t, b, newResource(artistV1, "default", "default", "marker"))
 
 	deletes := 0

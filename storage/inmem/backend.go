@@ -145,7 +145,6 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 // the write that creates the resource and marked removed by its deletion.
 type entry struct {
 	key rkey
-	typ storage.UnversionedType
 	// res is the stored message, shared read-only with callers.
 	res     *pbresource.Resource
 	removed bool
@@ -195,15 +194,18 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
-	if err := b.checkWrite(typ, key, stored); err != nil {
+	ti := b.types[typ]
+	var e *entry
+	if ti != nil {
+		e = ti.byKey[key]
+	}
+	if err := checkWrite(e, stored); err != nil {
 		return nil, err
 	}
-	ti := b.types[typ]
 	if ti == nil {
 		ti = newTypeIndex()
 		b.types[typ] = ti
 	}
-	e := ti.byKey[key]
 	if e != nil && stored.Id.Uid == "" {
 		stored.Id.Uid = e.res.Id.GetUid()
 	}
@@ -212,7 +214,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	stored.Version = strconv.FormatUint(b.revision, 10)
 
 	if e == nil {
-		e = &entry{key: key, typ: typ, res: stored}
+		e = &entry{key: key, res: stored}
 		ti.insert(e)
 		if stored.Owner != nil {
 			b.addOwned(ownerKeyOf(stored.Owner), e)
@@ -236,12 +238,9 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	return stored, nil
 }
 
-// checkWrite applies WriteCAS's version and Uid rules. The caller holds mu.
-func (b *Backend) checkWrite(typ storage.UnversionedType, key rkey, res *pbresource.Resource) error {
-	var e *entry
-	if ti := b.types[typ]; ti != nil {
-		e = ti.byKey[key]
-	}
+// checkWrite applies WriteCAS's version and Uid rules to a write of res
+// over e, the stored entry (nil if none). The caller holds mu.
+func checkWrite(e *entry, res *pbresource.Resource) error {
 	switch {
 	case e == nil:
 		if res.Version != "" {
