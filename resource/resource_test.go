@@ -10,6 +10,7 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -182,4 +183,19 @@ func TestACLDefaults(t *testing.T) {
 	reg.ACLs = &resource.ACLHooks{List: func(resource.Authorizer, *pbresource.Tenancy) error { called = true; return nil }}
 	assert.NoError(t, reg.AuthorizeList(resource.DenyAll, nil))
 	assert.True(t, called)
+}
+
+func TestDecode(t *testing.T) {
+	data, err := anypb.New(&pbresource.Tombstone{Owner: &pbresource.ID{Name: "o"}})
+	require.NoError(t, err)
+	got, err := resource.Decode[*pbresource.Tombstone](&pbresource.Resource{Data: data})
+	require.NoError(t, err)
+	assert.Equal(t, "o", got.Owner.Name)
+
+	_, err = resource.Decode[*pbresource.Status](&pbresource.Resource{Data: data})
+	var pe resource.ErrDataParse
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "hashicorp.consul.resource.Status", pe.TypeName)
+	_, err = resource.Decode[*pbresource.Status](&pbresource.Resource{})
+	assert.ErrorAs(t, err, &pe)
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/proto/pbresource"
-	"google.golang.org/protobuf/proto"
 )
 
 // EqualType reports whether a and b are the same type, GroupVersion included.
@@ -193,15 +192,8 @@ func EqualStatusMap(a, b map[string]*pbresource.Status) bool {
 	return true
 }
 
-// Clone returns a deep copy of res.
-func Clone(res *pbresource.Resource) *pbresource.Resource {
-	if res == nil {
-		return nil
-	}
-	return proto.Clone(res).(*pbresource.Resource)
-}
-
 // TypeV1Tombstone is the type of the Tombstone resources the service writes
 // when a resource that owns others is deleted; the reaper controller deletes
 // the owned resources and then the tombstone.
 var TypeV1Tombstone = &pbresource.Type{Group: "resource", GroupVersion: "v1", Kind: "Tombstone"}
+

@@ -1,0 +1,280 @@
+package cache
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// ReadOnlyCache is the view of the cache reconcilers, mappers and queries
+// get. Every resource it returns is a fresh copy the caller owns.
+type ReadOnlyCache interface {
+	// Get returns the one resource of typ found under key in the named
+	// index, or nil when there is none. It is an error to use Get on an
+	// index that holds several resources under key.
+	Get(typ *pbresource.Type, index, key string) (*pbresource.Resource, error)
+
+	// GetByID returns the resource with id (its Uid must match when set),
+	// or nil.
+	GetByID(id *pbresource.ID) (*pbresource.Resource, error)
+
+	// List returns the resources of typ found under key in the named index.
+	List(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error)
+
+	// ListIterator is List as an iterator, copying each resource only when
+	// the caller reaches it.
+	ListIterator(typ *pbresource.Type, index, key string) (ResourceIterator, error)
+
+	// Parents returns the resources of typ whose key in the named index is
+	// a prefix of key ending at a '/' (or key itself): for example, the
+	// resources indexed by a tenancy that contains the given resource key.
+	Parents(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error)
+
+	// ListIDs returns the IDs of the resources List would return, without
+	// copying the resources: what index-based dependency mappers need.
+	ListIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error)
+
+	// All returns every cached resource of typ.
+	All(typ *pbresource.Type) ([]*pbresource.Resource, error)
+
+	// Query runs the query registered under name.
+	Query(name string, args ...any) (ResourceIterator, error)
+}
+
+// Query is a named, reusable lookup over the cache, registered with a
+// controller (controller.WithQuery) and run with ReadOnlyCache.Query.
+type Query func(c ReadOnlyCache, args ...any) (ResourceIterator, error)
+
+// ResourceIterator walks a result set; Next returns nil at the end.
+type ResourceIterator interface {
+	Next() *pbresource.Resource
+}
+
+// Cache is a concurrent, indexed store of resources by type. The zero value
+// is not usable; call New.
+type Cache struct {
+	mu      sync.RWMutex
+	types   map[storage.UnversionedType]*typeCache
+	queries map[string]Query
+}
+
+// New returns an empty cache.
+func New() *Cache {
+	return &Cache{
+		types:   make(map[storage.UnversionedType]*typeCache),
+		queries: make(map[string]Query),
+	}
+}
+
+// typeCache holds the resources of one type (all its versions).
+type typeCache struct {
+	mu      sync.RWMutex
+	typ     *pbresource.Type
+	byID    map[idKey]*entry
+	indexes map[string]*index
+	list    []*index // indexes in definition order, owner first
+
+	// Shared sub-messages: stored resources point at these instead of
+	// their own copies of an identical Type or Tenancy.
+	types     map[string]*pbresource.Type
+	tenancies map[idKey]*pbresource.Tenancy
+}
+
+// entry is one stored resource with the index buckets it sits in.
+type entry struct {
+	res  *pbresource.Resource
+	refs []indexRef
+}
+
+// AddType prepares the cache for typ with extra indexes. Adding a type again
+// is allowed only with no further indexes, or indexes not yet defined.
+func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
+	if err := checkIndexes(indexes); err != nil {
+		return fmt.Errorf("type %s: %w", resource.TypeString(typ), err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := storage.UnversionedTypeFrom(typ)
+	tc, ok := c.types[key]
+	if !ok {
+		tc = &typeCache{
+			typ:       &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
+			byID:      make(map[idKey]*entry),
+			indexes:   make(map[string]*index),
+			types:     make(map[string]*pbresource.Type),
+			tenancies: make(map[idKey]*pbresource.Tenancy),
+		}
+		tc.addIndex(ownerIndex)
+		c.types[key] = tc
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, ix := range indexes {
+		if existing, ok := tc.indexes[ix.name]; ok {
+			if existing.def == ix {
+				continue
+			}
+			return fmt.Errorf("type %s: index %q is already defined by another controller", resource.TypeString(typ), ix.name)
+		}
+		tc.addIndex(ix)
+		for _, e := range tc.byID {
+			if err := tc.indexEntry(tc.indexes[ix.name], e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (tc *typeCache) addIndex(def *Index) {
+	ix := &index{def: def, buckets: make(map[string]*bucket)}
+	tc.indexes[def.name] = ix
+	tc.list = append(tc.list, ix)
+}
+
+// HasType reports whether typ was added.
+func (c *Cache) HasType(typ *pbresource.Type) bool {
+	_, err := c.typeCache(typ)
+	return err == nil
+}
+
+// HasIndex reports whether typ has an index called name.
+func (c *Cache) HasIndex(typ *pbresource.Type, name string) bool {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return false
+	}
+	if name == IDIndex {
+		return true
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	_, ok := tc.indexes[name]
+	return ok
+}
+
+func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
+	c.mu.RLock()
+	tc, ok := c.types[storage.UnversionedTypeFrom(typ)]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("the cache does not hold type %s: watch it (controller.WithWatch) to read it from the cache", resource.TypeString(typ))
+	}
+	return tc, nil
+}
+
+// Upsert stores res (which the cache keeps: the caller must not change it
+// afterwards) and returns the resource it replaced, if any. An index
+// function's error leaves the cache unchanged.
+func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err error) {
+	tc, err := c.typeCache(res.GetId().GetType())
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.upsert(res)
+}
+
+func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
+	tc.intern(res)
+	k := idKeyOf(res.Id)
+	e := &entry{res: res}
+	for _, ix := range tc.list {
+		if err := tc.indexEntry(ix, e); err != nil {
+			removeEntry(e)
+			return nil, fmt.Errorf("index %q of %s: %w", ix.def.name, resource.IDString(res.Id), err)
+		}
+	}
+	var old *pbresource.Resource
+	if prev, ok := tc.byID[k]; ok {
+		old = prev.res
+		removeEntry(prev)
+	}
+	tc.byID[k] = e
+	return old, nil
+}
+
+func (tc *typeCache) indexEntry(ix *index, e *entry) error {
+	keys, err := ix.def.keys(e.res)
+	if err != nil {
+		return err
+	}
+	if !ix.def.multi && len(keys) > 1 {
+		return fmt.Errorf("single-valued index returned %d keys", len(keys))
+	}
+	for _, k := range keys {
+		ix.insert(e, k)
+	}
+	return nil
+}
+
+// intern points res's Type and Tenancy at shared copies.
+func (tc *typeCache) intern(res *pbresource.Resource) {
+	id := res.Id
+	if t := id.Type; t != nil {
+		tk := t.GroupVersion
+		if shared, ok := tc.types[tk]; ok {
+			id.Type = shared
+		} else {
+			tc.types[tk] = t
+		}
+	}
+	if ten := id.Tenancy; ten != nil {
+		tk := idKey{partition: ten.Partition, namespace: ten.Namespace}
+		if shared, ok := tc.tenancies[tk]; ok {
+			id.Tenancy = shared
+		} else {
+			tc.tenancies[tk] = ten
+		}
+	}
+}
+
+// Delete removes the resource with id (any Uid) and returns it, or nil.
+func (c *Cache) Delete(id *pbresource.ID) (*pbresource.Resource, error) {
+	tc, err := c.typeCache(id.GetType())
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.delete(idKeyOf(id)), nil
+}
+
+func (tc *typeCache) delete(k idKey) *pbresource.Resource {
+	e, ok := tc.byID[k]
+	if !ok {
+		return nil
+	}
+	removeEntry(e)
+	delete(tc.byID, k)
+	return e.res
+}
+
+// AddQuery registers a named query. Registering a name twice is an error.
+func (c *Cache) AddQuery(name string, q Query) error {
+	if name == "" || q == nil {
+		return fmt.Errorf("a query needs a name and a function")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.queries[name]; ok {
+		return fmt.Errorf("query %q is already registered", name)
+	}
+	c.queries[name] = q
+	return nil
+}
+
+// Len returns the number of cached resources of typ.
+func (c *Cache) Len(typ *pbresource.Type) int {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return 0
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	return len(tc.byID)
+}

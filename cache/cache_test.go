@@ -1,0 +1,299 @@
+package cache_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+var (
+	artistType = &pbresource.Type{Group: "music", GroupVersion: "v1", Kind: "Artist"}
+	albumType  = &pbresource.Type{Group: "music", GroupVersion: "v1", Kind: "Album"}
+)
+
+func id(typ *pbresource.Type, name string) *pbresource.ID {
+	return &pbresource.ID{Type: typ, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"}, Name: name, Uid: "uid-" + name}
+}
+
+func res(typ *pbresource.Type, name, version string, owner *pbresource.ID, meta map[string]string) *pbresource.Resource {
+	return &pbresource.Resource{Id: id(typ, name), Version: version, Owner: owner, Metadata: meta}
+}
+
+// genreIndex indexes albums by the space-free "genre" metadata (multi-valued:
+// a comma separates several).
+var genreIndex = cache.NewMultiIndex("genre", func(r *pbresource.Resource) ([]string, error) {
+	g, ok := r.Metadata["genre"]
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	start := 0
+	for i := 0; i <= len(g); i++ {
+		if i == len(g) || g[i] == ',' {
+			out = append(out, g[start:i])
+			start = i + 1
+		}
+	}
+	return out, nil
+})
+
+var labelIndex = cache.NewIndex("label", func(r *pbresource.Resource) (string, bool, error) {
+	l, ok := r.Metadata["label"]
+	return l, ok, nil
+})
+
+func newCache(t *testing.T) *cache.Cache {
+	c := cache.New()
+	require.NoError(t, c.AddType(artistType))
+	require.NoError(t, c.AddType(albumType, genreIndex, labelIndex))
+	return c
+}
+
+func names(rs []*pbresource.Resource) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Id.Name
+	}
+	return out
+}
+
+func TestIndexes(t *testing.T) {
+	c := newCache(t)
+	owner := id(artistType, "bowie")
+	_, err := c.Upsert(res(artistType, "bowie", "1", nil, nil))
+	require.NoError(t, err)
+	_, err = c.Upsert(res(albumType, "low", "2", owner, map[string]string{"genre": "rock,ambient", "label": "rca"}))
+	require.NoError(t, err)
+	_, err = c.Upsert(res(albumType, "heroes", "3", owner, map[string]string{"genre": "rock"}))
+	require.NoError(t, err)
+
+	got, err := c.GetByID(id(albumType, "low"))
+	require.NoError(t, err)
+	assert.Equal(t, "2", got.Version)
+	got, err = c.Get(albumType, cache.IDIndex, cache.Key(id(albumType, "heroes")))
+	require.NoError(t, err)
+	assert.Equal(t, "heroes", got.Id.Name)
+
+	children, err := c.List(albumType, cache.OwnerIndex, cache.Key(owner))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"low", "heroes"}, names(children))
+
+	rock, err := c.List(albumType, "genre", "rock")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"low", "heroes"}, names(rock))
+	rockIDs, err := c.ListIDs(albumType, "genre", "rock")
+	require.NoError(t, err)
+	require.Len(t, rockIDs, 2)
+	rockIDs[0].Tenancy.Namespace = "mutated" // the caller's own copy
+	again, _ := c.ListIDs(albumType, "genre", "rock")
+	assert.Equal(t, "default", again[0].Tenancy.Namespace)
+	ambient, err := c.List(albumType, "genre", "ambient")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"low"}, names(ambient))
+
+	byLabel, err := c.Get(albumType, "label", "rca")
+	require.NoError(t, err)
+	assert.Equal(t, "low", byLabel.Id.Name)
+	_, err = c.Get(albumType, "genre", "rock")
+	assert.ErrorContains(t, err, "use List", "Get on a key with several resources is an error")
+
+	// An update moves the resource between buckets.
+	_, err = c.Upsert(res(albumType, "low", "4", owner, map[string]string{"genre": "ambient"}))
+	require.NoError(t, err)
+	rock, _ = c.List(albumType, "genre", "rock")
+	assert.Equal(t, []string{"heroes"}, names(rock))
+	none, _ := c.Get(albumType, "label", "rca")
+	assert.Nil(t, none)
+
+	old, err := c.Delete(id(albumType, "heroes"))
+	require.NoError(t, err)
+	assert.Equal(t, "3", old.Version)
+	rock, _ = c.List(albumType, "genre", "rock")
+	assert.Empty(t, rock)
+	assert.Equal(t, 1, c.Len(albumType))
+
+	_, err = c.List(albumType, "nope", "x")
+	assert.ErrorContains(t, err, `no index "nope"`)
+	_, err = c.List(&pbresource.Type{Group: "x", GroupVersion: "v1", Kind: "Y"}, cache.IDIndex, "")
+	assert.ErrorContains(t, err, "does not hold type x.v1.Y")
+}
+
+func TestCloneOnRead(t *testing.T) {
+	c := newCache(t)
+	data, _ := anypb.New(&pbresource.Tombstone{})
+	r := res(albumType, "low", "1", nil, map[string]string{"genre": "rock"})
+	r.Data = data
+	_, err := c.Upsert(r)
+	require.NoError(t, err)
+
+	got, _ := c.GetByID(id(albumType, "low"))
+	got.Metadata["genre"] = "jazz"
+	got.Id.Name = "mutated"
+	got.Id.Tenancy.Namespace = "mutated"
+	got.Data.Value = []byte("garbage")
+	list, _ := c.List(albumType, "genre", "rock")
+	require.Len(t, list, 1)
+	list[0].Version = "99"
+
+	again, _ := c.GetByID(id(albumType, "low"))
+	require.NotNil(t, again)
+	assert.Equal(t, "rock", again.Metadata["genre"])
+	assert.Equal(t, "1", again.Version)
+	assert.Equal(t, "default", again.Id.Tenancy.Namespace)
+	assert.Empty(t, again.Data.Value)
+}
+
+func TestGetByIDChecksUid(t *testing.T) {
+	c := newCache(t)
+	_, _ = c.Upsert(res(artistType, "bowie", "1", nil, nil))
+	other := id(artistType, "bowie")
+	other.Uid = "someone-else"
+	got, err := c.GetByID(other)
+	require.NoError(t, err)
+	assert.Nil(t, got)
+}
+
+func TestParents(t *testing.T) {
+	c := cache.New()
+	byScope := cache.NewIndex("scope", func(r *pbresource.Resource) (string, bool, error) {
+		s, ok := r.Metadata["scope"]
+		return s, ok, nil
+	})
+	require.NoError(t, c.AddType(artistType, byScope))
+	for name, scope := range map[string]string{"p": "default/", "n": "default/web", "other": "team/web", "exact": "default/web/x"} {
+		_, err := c.Upsert(res(artistType, name, "1", nil, map[string]string{"scope": scope}))
+		require.NoError(t, err)
+	}
+	got, err := c.Parents(artistType, "scope", "default/web/x")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"p", "n", "exact"}, names(got))
+}
+
+func TestIndexErrorsLeaveCacheUnchanged(t *testing.T) {
+	c := cache.New()
+	failing := cache.NewIndex("fails", func(r *pbresource.Resource) (string, bool, error) {
+		if r.Metadata["bad"] == "yes" {
+			return "", false, fmt.Errorf("boom")
+		}
+		return "k", true, nil
+	})
+	require.NoError(t, c.AddType(artistType, failing))
+	_, err := c.Upsert(res(artistType, "a", "1", nil, nil))
+	require.NoError(t, err)
+	_, err = c.Upsert(res(artistType, "a", "2", nil, map[string]string{"bad": "yes"}))
+	assert.ErrorContains(t, err, "boom")
+	got, _ := c.GetByID(id(artistType, "a"))
+	assert.Equal(t, "1", got.Version)
+	list, _ := c.List(artistType, "fails", "k")
+	assert.Len(t, list, 1)
+}
+
+func TestAddTypeRules(t *testing.T) {
+	c := newCache(t)
+	require.NoError(t, c.AddType(albumType, genreIndex), "the same index again is fine")
+	other := cache.NewIndex("genre", func(*pbresource.Resource) (string, bool, error) { return "", false, nil })
+	assert.ErrorContains(t, c.AddType(albumType, other), "already defined")
+	assert.ErrorContains(t, c.AddType(artistType, cache.NewIndex("owner", nil)), "owner")
+	assert.ErrorContains(t, c.AddType(artistType, labelIndex, labelIndex), "twice")
+
+	// An index added later covers what is already cached.
+	_, _ = c.Upsert(res(artistType, "bowie", "1", nil, map[string]string{"label": "rca"}))
+	require.NoError(t, c.AddType(artistType, labelIndex))
+	got, _ := c.Get(artistType, "label", "rca")
+	require.NotNil(t, got)
+}
+
+func TestReplace(t *testing.T) {
+	c := newCache(t)
+	_, _ = c.Upsert(res(artistType, "keep", "1", nil, nil))
+	_, _ = c.Upsert(res(artistType, "change", "1", nil, nil))
+	_, _ = c.Upsert(res(artistType, "gone", "1", nil, nil))
+
+	events, err := c.Replace(artistType, []*pbresource.Resource{
+		res(artistType, "keep", "1", nil, nil),
+		res(artistType, "change", "2", nil, nil),
+		res(artistType, "new", "3", nil, nil),
+	})
+	require.NoError(t, err)
+	got := map[string]cache.EventKind{}
+	for _, e := range events {
+		got[e.Resource.Id.Name] = e.Kind
+	}
+	assert.Equal(t, map[string]cache.EventKind{"change": cache.Upserted, "new": cache.Upserted, "gone": cache.Deleted}, got)
+	assert.Equal(t, 3, c.Len(artistType))
+}
+
+// TestRandomizedIndexConsistency applies random upserts and deletes and
+// checks every index against a brute-force model after each step.
+func TestRandomizedIndexConsistency(t *testing.T) {
+	seed := int64(7)
+	rng := rand.New(rand.NewSource(seed))
+	c := newCache(t)
+	model := map[string]map[string]string{}
+	genres := []string{"rock", "jazz", "pop", "rock,jazz", "pop,rock,jazz"}
+	for step := 0; step < 3000; step++ {
+		name := fmt.Sprintf("a%d", rng.Intn(60))
+		if rng.Intn(4) == 0 {
+			_, err := c.Delete(id(albumType, name))
+			require.NoError(t, err)
+			delete(model, name)
+		} else {
+			meta := map[string]string{"genre": genres[rng.Intn(len(genres))]}
+			_, err := c.Upsert(res(albumType, name, fmt.Sprint(step), nil, meta))
+			require.NoError(t, err)
+			model[name] = meta
+		}
+		if step%100 != 0 {
+			continue
+		}
+		for _, g := range []string{"rock", "jazz", "pop"} {
+			var want []string
+			for n, m := range model {
+				for _, part := range splitComma(m["genre"]) {
+					if part == g {
+						want = append(want, n)
+					}
+				}
+			}
+			got, err := c.List(albumType, "genre", g)
+			require.NoError(t, err)
+			require.ElementsMatch(t, want, names(got), "seed %d step %d genre %s", seed, step, g)
+		}
+	}
+	assert.Equal(t, len(model), c.Len(albumType))
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func TestQueries(t *testing.T) {
+	c := newCache(t)
+	_, _ = c.Upsert(res(albumType, "low", "1", nil, map[string]string{"genre": "rock"}))
+	require.NoError(t, c.AddQuery("rock-albums", func(rc cache.ReadOnlyCache, args ...any) (cache.ResourceIterator, error) {
+		return rc.ListIterator(albumType, "genre", "rock")
+	}))
+	assert.Error(t, c.AddQuery("rock-albums", func(cache.ReadOnlyCache, ...any) (cache.ResourceIterator, error) { return nil, nil }))
+	it, err := c.Query("rock-albums")
+	require.NoError(t, err)
+	first := it.Next()
+	require.NotNil(t, first)
+	assert.Equal(t, "low", first.Id.Name)
+	assert.Nil(t, it.Next())
+	_, err = c.Query("missing")
+	assert.ErrorContains(t, err, `no query named "missing"`)
+}

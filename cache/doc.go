@@ -1,0 +1,28 @@
+// Package cache is the controller runtime's shared, indexed, in-memory copy
+// of the resources its controllers watch.
+//
+// A Manager owns one Cache. For every watched type it runs one WatchList
+// stream (see Watcher), which fills the cache with the stream's snapshot,
+// marks the type primed at EndOfSnapshot, and then applies each change
+// before the change is handed to mappers and work queues. When a stream
+// breaks, the watcher opens a new one and replaces the type's contents with
+// the new snapshot in one step, reporting what changed or vanished meanwhile.
+//
+// # Indexes and queries
+//
+// Every type has the built-in "id" index (one resource per tenancy and name)
+// and "owner" index (resources by their owner). Controllers add their own
+// with NewIndex and NewMultiIndex; index keys are strings, usually built with
+// Key from an ID or Reference. A named Query is a function over the
+// read-only cache that controllers register and call by name.
+//
+// # Cloning
+//
+// The cache clones on read: every resource it returns is the caller's own
+// copy, so a reconciler that changes what it read (a natural thing to do
+// before writing it back) cannot corrupt what other controllers see. Stored
+// resources are never modified; their Type and Tenancy messages are shared
+// between the entries of a type to save memory. Cloning on write instead
+// would still hand every reader the same pointer, so one careless reader
+// would break the rest; the copy on read is the price of that guarantee.
+package cache

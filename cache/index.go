@@ -1,0 +1,147 @@
+package cache
+
+import (
+	"fmt"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"google.golang.org/protobuf/proto"
+)
+
+// Names of the indexes every type has.
+const (
+	// IDIndex finds a resource by Key of its ID.
+	IDIndex = "id"
+	// OwnerIndex finds resources by Key of their owner's ID.
+	OwnerIndex = "owner"
+)
+
+// Index is a secondary index of a type: a function from a resource to the
+// keys it should be found under. Create one with NewIndex or NewMultiIndex.
+type Index struct {
+	name  string
+	multi bool
+	keys  func(res *pbresource.Resource) ([]string, error)
+}
+
+// Name returns the index's name.
+func (i *Index) Name() string { return i.name }
+
+// NewIndex returns a single-valued index: fn gives each resource at most one
+// key (ok=false leaves the resource out of the index).
+func NewIndex(name string, fn func(res *pbresource.Resource) (key string, ok bool, err error)) *Index {
+	return &Index{name: name, keys: func(res *pbresource.Resource) ([]string, error) {
+		k, ok, err := fn(res)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return []string{k}, nil
+	}}
+}
+
+// NewMultiIndex returns an index under which a resource may be found by
+// several keys (e.g. one per reference it holds).
+func NewMultiIndex(name string, fn func(res *pbresource.Resource) ([]string, error)) *Index {
+	return &Index{name: name, multi: true, keys: fn}
+}
+
+// NewDecodedIndex is NewIndex over the resource's decoded Data of type T.
+func NewDecodedIndex[T proto.Message](name string, fn func(res *pbresource.Resource, data T) (key string, ok bool, err error)) *Index {
+	return NewIndex(name, func(res *pbresource.Resource) (string, bool, error) {
+		data, err := resource.Decode[T](res)
+		if err != nil {
+			return "", false, err
+		}
+		return fn(res, data)
+	})
+}
+
+// NewDecodedMultiIndex is NewMultiIndex over the resource's decoded Data.
+func NewDecodedMultiIndex[T proto.Message](name string, fn func(res *pbresource.Resource, data T) ([]string, error)) *Index {
+	return NewMultiIndex(name, func(res *pbresource.Resource) ([]string, error) {
+		data, err := resource.Decode[T](res)
+		if err != nil {
+			return nil, err
+		}
+		return fn(res, data)
+	})
+}
+
+var ownerIndex = NewIndex(OwnerIndex, func(res *pbresource.Resource) (string, bool, error) {
+	if res.Owner == nil {
+		return "", false, nil
+	}
+	return Key(res.Owner), true, nil
+})
+
+// index holds the buckets of one Index for one type.
+type index struct {
+	def     *Index
+	buckets map[string]*bucket
+}
+
+// bucket is the set of entries sharing one key of one index. Entries
+// remember their slot so removal is O(1): the last entry moves into the gap.
+type bucket struct {
+	ix      *index
+	key     string
+	entries []*entry
+	refPos  []int32 // refPos[i]: which of entries[i].refs points here
+}
+
+// indexRef records that an entry sits in bucket b at slot.
+type indexRef struct {
+	b    *bucket
+	slot int32
+}
+
+func (ix *index) insert(e *entry, key string) {
+	b := ix.buckets[key]
+	if b == nil {
+		b = &bucket{ix: ix, key: key}
+		ix.buckets[key] = b
+	}
+	e.refs = append(e.refs, indexRef{b: b, slot: int32(len(b.entries))})
+	b.entries = append(b.entries, e)
+	b.refPos = append(b.refPos, int32(len(e.refs)-1))
+}
+
+// removeEntry takes e out of every bucket it is in; a bucket left empty is
+// dropped from its index.
+func removeEntry(e *entry) {
+	for _, ref := range e.refs {
+		b := ref.b
+		last := int32(len(b.entries) - 1)
+		if ref.slot != last {
+			moved := b.entries[last]
+			movedRef := b.refPos[last]
+			b.entries[ref.slot] = moved
+			b.refPos[ref.slot] = movedRef
+			moved.refs[movedRef].slot = ref.slot
+		}
+		b.entries[last] = nil
+		b.entries = b.entries[:last]
+		b.refPos = b.refPos[:last]
+		if last == 0 {
+			delete(b.ix.buckets, b.key)
+		}
+	}
+	e.refs = e.refs[:0]
+}
+
+func checkIndexes(defs []*Index) error {
+	seen := map[string]bool{IDIndex: true, OwnerIndex: true}
+	for _, d := range defs {
+		if d == nil || d.keys == nil {
+			return fmt.Errorf("nil index")
+		}
+		if d.name == "" {
+			return fmt.Errorf("an index needs a name")
+		}
+		if seen[d.name] {
+			return fmt.Errorf("index %q is defined twice (or shadows a built-in index)", d.name)
+		}
+		seen[d.name] = true
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package cache
+
+import (
+	"fmt"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+var _ ReadOnlyCache = (*Cache)(nil)
+
+// Get implements ReadOnlyCache.
+func (c *Cache) Get(typ *pbresource.Type, index, key string) (*pbresource.Resource, error) {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	if index == IDIndex {
+		return tc.getByKey(key)
+	}
+	ix, err := tc.index(index)
+	if err != nil {
+		return nil, err
+	}
+	b := ix.buckets[key]
+	if b == nil {
+		return nil, nil
+	}
+	if len(b.entries) > 1 {
+		return nil, fmt.Errorf("index %q of %s holds %d resources under %q; use List", index, resource.TypeString(typ), len(b.entries), key)
+	}
+	return resource.Clone(b.entries[0].res), nil
+}
+
+// getByKey looks up the id index by a Key string.
+func (tc *typeCache) getByKey(key string) (*pbresource.Resource, error) {
+	k, ok := parseKey(key)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
+	}
+	if e, ok := tc.byID[k]; ok {
+		return resource.Clone(e.res), nil
+	}
+	return nil, nil
+}
+
+// parseKey splits a Key into the part the id index uses.
+func parseKey(key string) (idKey, bool) {
+	var parts [4]string
+	n := 0
+	start := 0
+	for i := 0; i < len(key) && n < 3; i++ {
+		if key[i] == '/' {
+			parts[n] = key[start:i]
+			n++
+			start = i + 1
+		}
+	}
+	if n != 3 {
+		return idKey{}, false
+	}
+	return idKey{partition: parts[1], namespace: parts[2], name: key[start:]}, true
+}
+
+// GetByID implements ReadOnlyCache.
+func (c *Cache) GetByID(id *pbresource.ID) (*pbresource.Resource, error) {
+	tc, err := c.typeCache(id.GetType())
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	e, ok := tc.byID[idKeyOf(id)]
+	if !ok || (id.Uid != "" && e.res.Id.Uid != id.Uid) {
+		return nil, nil
+	}
+	return resource.Clone(e.res), nil
+}
+
+func (tc *typeCache) index(name string) (*index, error) {
+	ix, ok := tc.indexes[name]
+	if !ok {
+		return nil, fmt.Errorf("type %s has no index %q", resource.TypeString(tc.typ), name)
+	}
+	return ix, nil
+}
+
+// List implements ReadOnlyCache.
+func (c *Cache) List(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	shared, err := c.lookup(typ, index, key)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range shared {
+		shared[i] = resource.Clone(r)
+	}
+	return shared, nil
+}
+
+// lookup returns the stored (shared) resources under key; callers clone.
+func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	if index == IDIndex {
+		k, ok := parseKey(key)
+		if !ok {
+			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
+		}
+		if e, ok := tc.byID[k]; ok {
+			return []*pbresource.Resource{e.res}, nil
+		}
+		return nil, nil
+	}
+	ix, err := tc.index(index)
+	if err != nil {
+		return nil, err
+	}
+	b := ix.buckets[key]
+	if b == nil {
+		return nil, nil
+	}
+	out := make([]*pbresource.Resource, len(b.entries))
+	for i, e := range b.entries {
+		out[i] = e.res
+	}
+	return out, nil
+}
+
+// ListIDs implements ReadOnlyCache.
+func (c *Cache) ListIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
+	shared, err := c.lookup(typ, index, key)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]*pbresource.ID, len(shared))
+	for i, r := range shared {
+		ids[i] = r.Id
+	}
+	return resource.CloneIDs(ids), nil
+}
+
+// ListIterator implements ReadOnlyCache.
+func (c *Cache) ListIterator(typ *pbresource.Type, index, key string) (ResourceIterator, error) {
+	shared, err := c.lookup(typ, index, key)
+	if err != nil {
+		return nil, err
+	}
+	return &sliceIterator{items: shared}, nil
+}
+
+// Parents implements ReadOnlyCache.
+func (c *Cache) Parents(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	ix, err := tc.index(index)
+	if err != nil {
+		return nil, err
+	}
+	var out []*pbresource.Resource
+	collect := func(k string) {
+		if b := ix.buckets[k]; b != nil {
+			for _, e := range b.entries {
+				out = append(out, resource.Clone(e.res))
+			}
+		}
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			collect(key[:i+1])
+			collect(key[:i])
+		}
+	}
+	collect(key)
+	return out, nil
+}
+
+// All implements ReadOnlyCache.
+func (c *Cache) All(typ *pbresource.Type) ([]*pbresource.Resource, error) {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	out := make([]*pbresource.Resource, 0, len(tc.byID))
+	for _, e := range tc.byID {
+		out = append(out, resource.Clone(e.res))
+	}
+	return out, nil
+}
+
+// IDs returns the IDs of every cached resource of typ (copies).
+func (c *Cache) IDs(typ *pbresource.Type) ([]*pbresource.ID, error) {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	out := make([]*pbresource.ID, 0, len(tc.byID))
+	for _, e := range tc.byID {
+		out = append(out, resource.CloneID(e.res.Id))
+	}
+	return out, nil
+}
+
+// Query implements ReadOnlyCache.
+func (c *Cache) Query(name string, args ...any) (ResourceIterator, error) {
+	c.mu.RLock()
+	q, ok := c.queries[name]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("no query named %q is registered", name)
+	}
+	return q(c, args...)
+}
+
+type sliceIterator struct {
+	items []*pbresource.Resource
+	next  int
+}
+
+func (it *sliceIterator) Next() *pbresource.Resource {
+	if it.next >= len(it.items) {
+		return nil
+	}
+	r := it.items[it.next]
+	it.items[it.next] = nil
+	it.next++
+	return resource.Clone(r)
+}
+
+// NewIterator returns a ResourceIterator over resources the caller already
+// owns (they are handed out as they are, without copying). Queries use it to
+// return their results.
+func NewIterator(resources []*pbresource.Resource) ResourceIterator {
+	return &ownedIterator{items: resources}
+}
+
+type ownedIterator struct {
+	items []*pbresource.Resource
+	next  int
+}
+
+func (it *ownedIterator) Next() *pbresource.Resource {
+	if it.next >= len(it.items) {
+		return nil
+	}
+	r := it.items[it.next]
+	it.next++
+	return r
+}

@@ -1,0 +1,61 @@
+package cache
+
+import (
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// EventKind says what happened to a resource.
+type EventKind int
+
+const (
+	// Upserted: the resource was created or changed.
+	Upserted EventKind = iota + 1
+	// Deleted: the resource was removed.
+	Deleted
+)
+
+// Event is a change applied to the cache, handed to the Watcher's sink.
+// Resource is the new state (Upserted) or the last known state (Deleted). It
+// is the cache's own copy: read it, never change it.
+type Event struct {
+	Kind     EventKind
+	Resource *pbresource.Resource
+}
+
+// Replace makes resources the entire content of their type in one step, as
+// if every change between the old and new content had been applied at once,
+// and returns those changes: an Upserted event for every resource that is
+// new or has a new Version, and a Deleted event for every resource that is
+// gone. Readers see the old content or the new, never a mix. The cache keeps
+// the given resources.
+func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) ([]Event, error) {
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+
+	seen := make(map[idKey]struct{}, len(resources))
+	var events []Event
+	for _, res := range resources {
+		k := idKeyOf(res.Id)
+		seen[k] = struct{}{}
+		if prev, ok := tc.byID[k]; ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
+			continue // unchanged: keep the stored copy
+		}
+		if _, err := tc.upsert(res); err != nil {
+			return events, err
+		}
+		events = append(events, Event{Kind: Upserted, Resource: res})
+	}
+	for k, e := range tc.byID {
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		removeEntry(e)
+		delete(tc.byID, k)
+		events = append(events, Event{Kind: Deleted, Resource: e.res})
+	}
+	return events, nil
+}

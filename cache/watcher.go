@@ -1,0 +1,165 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Watcher keeps the cache in step with a ResourceService: one WatchList
+// stream per type, re-opened whenever it breaks.
+type Watcher struct {
+	// Client is the ResourceService to watch.
+	Client pbresource.ResourceServiceClient
+	// Cache receives the resources.
+	Cache *Cache
+	// Logger, if set, logs stream breaks.
+	Logger hclog.Logger
+	// RetryMin and RetryMax bound the backoff between attempts to re-open a
+	// broken stream (defaults 10 ms and 5 s).
+	RetryMin, RetryMax time.Duration
+}
+
+// Run watches typ until ctx ends. Before the first EndOfSnapshot it only
+// collects; at each EndOfSnapshot it replaces the type's content with the
+// snapshot (calling sink for what changed) and, the first time, calls
+// primed. Afterwards every change is applied to the cache and then passed
+// to sink, in stream order, from this goroutine. The type must have been
+// added to the cache. Run returns nil when ctx ends.
+func (w *Watcher) Run(ctx context.Context, typ *pbresource.Type, sink func(Event), primed func()) error {
+	if !w.Cache.HasType(typ) {
+		return fmt.Errorf("type %s was not added to the cache", resource.TypeString(typ))
+	}
+	logger := w.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	logger = logger.With("type", resource.TypeString(typ))
+	retry := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(orDefault(w.RetryMin, 10*time.Millisecond)),
+		backoff.WithMaxInterval(orDefault(w.RetryMax, 5*time.Second)),
+		backoff.WithMaxElapsedTime(0),
+	)
+	var once sync.Once
+	markPrimed := func() {
+		if primed != nil {
+			once.Do(primed)
+		}
+	}
+	for {
+		gotSnapshot, err := w.watchOnce(ctx, typ, sink, markPrimed)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if gotSnapshot {
+			retry.Reset()
+		}
+		wait := retry.NextBackOff()
+		logger.Debug("watch stream ended; re-opening", "error", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// watchOnce runs one stream to its end. It reports whether the stream got
+// as far as its EndOfSnapshot.
+func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func(Event), primed func()) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := w.Client.WatchList(ctx, &pbresource.WatchListRequest{
+		Type:    typ,
+		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+	})
+	if err != nil {
+		return false, err
+	}
+	var snapshot []*pbresource.Resource
+	inSnapshot := true
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = status.Error(codes.Unavailable, "watch stream closed by the server")
+			}
+			return !inSnapshot, err
+		}
+		switch e := ev.Event.(type) {
+		case *pbresource.WatchEvent_Upsert_:
+			res := e.Upsert.GetResource()
+			if res.GetId() == nil {
+				continue
+			}
+			if inSnapshot {
+				snapshot = append(snapshot, res)
+				continue
+			}
+			if _, err := w.Cache.Upsert(res); err != nil {
+				return true, err
+			}
+			sink(Event{Kind: Upserted, Resource: res})
+		case *pbresource.WatchEvent_Delete_:
+			res := e.Delete.GetResource()
+			if res.GetId() == nil {
+				continue
+			}
+			if inSnapshot {
+				// Not expected before EndOfSnapshot; drop it from the snapshot.
+				snapshot = dropID(snapshot, res.Id)
+				continue
+			}
+			old, err := w.Cache.Delete(res.Id)
+			if err != nil {
+				return true, err
+			}
+			if old != nil {
+				sink(Event{Kind: Deleted, Resource: res})
+			}
+		case *pbresource.WatchEvent_EndOfSnapshot_:
+			if !inSnapshot {
+				continue
+			}
+			inSnapshot = false
+			events, err := w.Cache.Replace(typ, snapshot)
+			snapshot = nil
+			if err != nil {
+				return true, err
+			}
+			for _, ev := range events {
+				sink(ev)
+			}
+			primed()
+		}
+	}
+}
+
+func dropID(list []*pbresource.Resource, id *pbresource.ID) []*pbresource.Resource {
+	out := list[:0]
+	for _, r := range list {
+		if !resource.EqualReferenceOrID(r.Id, id) {
+			out = append(out, r)
+		}
+	}
+	return out
+}

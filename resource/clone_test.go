@@ -1,0 +1,71 @@
+package resource_test
+
+import (
+	"testing"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// fill sets every field of m (recursively) to a non-zero value, so a field
+// the hand-written copies forget shows up as a difference.
+func fill(m protoreflect.Message, depth int) {
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			key := protoreflect.ValueOfString("k").MapKey()
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				v := mp.NewValue()
+				fill(v.Message(), depth+1)
+				mp.Set(key, v)
+			} else {
+				mp.Set(key, protoreflect.ValueOfString("v"))
+			}
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			if fd.Kind() == protoreflect.MessageKind {
+				v := l.NewElement()
+				fill(v.Message(), depth+1)
+				l.Append(v)
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			if depth < 4 {
+				fill(m.Mutable(fd).Message(), depth+1)
+			}
+		case fd.Kind() == protoreflect.StringKind:
+			m.Set(fd, protoreflect.ValueOfString(string(fd.Name())))
+		case fd.Kind() == protoreflect.BytesKind:
+			m.Set(fd, protoreflect.ValueOfBytes([]byte(fd.Name())))
+		case fd.Kind() == protoreflect.EnumKind:
+			m.Set(fd, protoreflect.ValueOfEnum(1))
+		case fd.Kind() == protoreflect.Int64Kind:
+			m.Set(fd, protoreflect.ValueOfInt64(42))
+		case fd.Kind() == protoreflect.Int32Kind:
+			m.Set(fd, protoreflect.ValueOfInt32(7))
+		}
+	}
+}
+
+func TestCloneCopiesEveryField(t *testing.T) {
+	res := &pbresource.Resource{}
+	fill(res.ProtoReflect(), 0)
+	got := resource.Clone(res)
+	require.True(t, proto.Equal(res, got), "Clone lost a field:\nwant %v\ngot  %v", res, got)
+
+	// The copy shares nothing mutable with the original.
+	got.Id.Type.Kind = "X"
+	got.Metadata["k"] = "changed"
+	got.Status["k"].Conditions[0].Resource.Tenancy.Namespace = "changed"
+	got.Data.Value[0] = 'Z'
+	require.NotEqual(t, "X", res.Id.Type.Kind)
+	require.Equal(t, "v", res.Metadata["k"])
+	require.NotEqual(t, "changed", res.Status["k"].Conditions[0].Resource.Tenancy.Namespace)
+	require.NotEqual(t, byte('Z'), res.Data.Value[0])
+	require.Nil(t, resource.Clone(nil))
+}

@@ -1,0 +1,20 @@
+package resource
+
+import (
+	"github.com/loomrt/loom/proto/pbresource"
+	"google.golang.org/protobuf/proto"
+)
+
+// Decode unmarshals res.Data into a new message of type T. A nil Data or
+// one holding another message type is an ErrDataParse.
+func Decode[T proto.Message](res *pbresource.Resource) (T, error) {
+	var zero T
+	msg := zero.ProtoReflect().New().Interface().(T)
+	if res.GetData() == nil {
+		return zero, ErrDataParse{TypeName: string(msg.ProtoReflect().Descriptor().FullName()), Wrapped: ErrMissing}
+	}
+	if err := res.Data.UnmarshalTo(msg); err != nil {
+		return zero, NewErrDataParse(msg, err)
+	}
+	return msg, nil
+}
