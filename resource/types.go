@@ -196,4 +196,3 @@ func EqualStatusMap(a, b map[string]*pbresource.Status) bool {
 // when a resource that owns others is deleted; the reaper controller deletes
 // the owned resources and then the tombstone.
 var TypeV1Tombstone = &pbresource.Type{Group: "resource", GroupVersion: "v1", Kind: "Tombstone"}
-

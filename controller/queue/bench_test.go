@@ -106,7 +106,6 @@ func BenchmarkW4(b *testing.B) {
 	b.ReportMetric(float64(handedTotal)/float64(b.N), "handed")
 }
 
-
 // BenchmarkW5 is workload W5: 100,000 keys added with delays uniform in
 // [0, 10 ms) (seed 42), four workers; time until all were handed out.
 func BenchmarkW5(b *testing.B) {

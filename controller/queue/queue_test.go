@@ -76,7 +76,6 @@ func TestNoKeyOnTwoWorkers(t *testing.T) {
 	assert.GreaterOrEqual(t, handled.Load(), int64(10))
 }
 
-
 func TestAddAfter(t *testing.T) {
 	q := New[string, int](Options{})
 	start := time.Now()
