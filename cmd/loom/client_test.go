@@ -130,3 +130,11 @@ func TestParseResourceJSON(t *testing.T) {
 }
 
 func asUsage(err error, u *usageError) bool { return errors.As(err, u) }
+
+func TestExitCodeFormatsServerErrors(t *testing.T) {
+	var stderr bytes.Buffer
+	code := exitCode(status.Error(codes.NotFound, "resource foo.v1.Bar/default.default/x does not exist"), &stderr)
+	if code != 1 || stderr.String() != "loom: NotFound: resource foo.v1.Bar/default.default/x does not exist\n" {
+		t.Errorf("exit code %d, stderr %q", code, stderr.String())
+	}
+}

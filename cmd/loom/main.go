@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+
+	"google.golang.org/grpc/status"
 )
 
 // version is normally empty and taken from the build information; a release
@@ -57,6 +59,12 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loom: %v\nRun 'loom help' for usage.\n", err)
 		return 2
 	default:
+		if st, ok := status.FromError(err); ok {
+			// A server's answer: its code and message read better than
+			// the Go error's "rpc error: code = ... desc = ...".
+			fmt.Fprintf(stderr, "loom: %s: %s\n", st.Code(), st.Message())
+			return 1
+		}
 		fmt.Fprintf(stderr, "loom: %v\n", err)
 		return 1
 	}
