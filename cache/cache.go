@@ -46,7 +46,42 @@ type ReadOnlyCache interface {
 
 // Query is a named, reusable lookup over the cache, registered with a
 // controller (controller.WithQuery) and run with ReadOnlyCache.Query.
-type Query func(c ReadOnlyCache, args ...any) (ResourceIterator, error)
+type Query interface {
+	Run(c ReadOnlyCache, args ...any) (ResourceIterator, error)
+}
+
+// QueryFunc adapts a function to Query.
+type QueryFunc func(c ReadOnlyCache, args ...any) (ResourceIterator, error)
+
+// Run implements Query.
+func (f QueryFunc) Run(c ReadOnlyCache, args ...any) (ResourceIterator, error) { return f(c, args...) }
+
+// IndexQuery returns a Query that lists resources of typ under one key of
+// the named index; the key is the query's single string argument. A
+// controller that registers it checks at registration that it declares the
+// index.
+func IndexQuery(typ *pbresource.Type, index string) Query {
+	return indexQuery{typ: typ, index: index}
+}
+
+type indexQuery struct {
+	typ   *pbresource.Type
+	index string
+}
+
+func (q indexQuery) Run(c ReadOnlyCache, args ...any) (ResourceIterator, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("query over index %q takes one key argument, got %d", q.index, len(args))
+	}
+	key, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("query over index %q takes a string key, got %T", q.index, args[0])
+	}
+	return c.ListIterator(q.typ, q.index, key)
+}
+
+// IndexUse reports the type and index the query reads.
+func (q indexQuery) IndexUse() (*pbresource.Type, string) { return q.typ, q.index }
 
 // ResourceIterator walks a result set; Next returns nil at the end.
 type ResourceIterator interface {

@@ -284,11 +284,17 @@ func splitComma(s string) []string {
 func TestQueries(t *testing.T) {
 	c := newCache(t)
 	_, _ = c.Upsert(res(albumType, "low", "1", nil, map[string]string{"genre": "rock"}))
-	require.NoError(t, c.AddQuery("rock-albums", func(rc cache.ReadOnlyCache, args ...any) (cache.ResourceIterator, error) {
+	require.NoError(t, c.AddQuery("rock-albums", cache.QueryFunc(func(rc cache.ReadOnlyCache, args ...any) (cache.ResourceIterator, error) {
 		return rc.ListIterator(albumType, "genre", "rock")
-	}))
-	assert.Error(t, c.AddQuery("rock-albums", func(cache.ReadOnlyCache, ...any) (cache.ResourceIterator, error) { return nil, nil }))
-	it, err := c.Query("rock-albums")
+	})))
+	assert.Error(t, c.AddQuery("rock-albums", cache.IndexQuery(albumType, "genre")))
+	require.NoError(t, c.AddQuery("by-genre", cache.IndexQuery(albumType, "genre")))
+	it, err := c.Query("by-genre", "rock")
+	require.NoError(t, err)
+	require.NotNil(t, it.Next())
+	_, err = c.Query("by-genre", 42)
+	assert.ErrorContains(t, err, "string key")
+	it, err = c.Query("rock-albums")
 	require.NoError(t, err)
 	first := it.Next()
 	require.NotNil(t, first)

@@ -222,7 +222,7 @@ func (c *Cache) Query(name string, args ...any) (ResourceIterator, error) {
 	if !ok {
 		return nil, fmt.Errorf("no query named %q is registered", name)
 	}
-	return q(c, args...)
+	return q.Run(c, args...)
 }
 
 type sliceIterator struct {

@@ -1,0 +1,214 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+)
+
+// Controller declares one controller. Build it with NewController and the
+// With methods, then pass it to Manager.Register. The With methods change
+// the Controller and return it, for chaining.
+type Controller struct {
+	name        string
+	managedType *pbresource.Type
+	indexes     []*cache.Index
+	watches     []watch
+	queries     []namedQuery
+	reconciler  runtime.Reconciler
+	initializer runtime.Initializer
+	placement   Placement
+	baseBackoff time.Duration
+	maxBackoff  time.Duration
+	logger      hclog.Logger
+	concurrency int
+	problems    []string
+}
+
+type watch struct {
+	typ     *pbresource.Type
+	mapper  runtime.DependencyMapper
+	indexes []*cache.Index
+}
+
+type namedQuery struct {
+	name  string
+	query cache.Query
+}
+
+// NewController starts declaring a controller called name that manages
+// resources of managedType, which the cache indexes with indexes in
+// addition to the built-in ones.
+func NewController(name string, managedType *pbresource.Type, indexes ...*cache.Index) *Controller {
+	return &Controller{name: name, managedType: managedType, indexes: indexes, concurrency: 1}
+}
+
+// Name returns the controller's name.
+func (c *Controller) Name() string { return c.name }
+
+// WithReconciler sets the reconciler. Required.
+func (c *Controller) WithReconciler(r runtime.Reconciler) *Controller {
+	c.reconciler = r
+	return c
+}
+
+// WithWatch makes the controller watch typ: every change to a resource of
+// typ is passed to mapper, and the requests it returns are queued. indexes
+// are added to the cache for typ. A type can be watched once per
+// controller; the managed type needs no watch.
+func (c *Controller) WithWatch(typ *pbresource.Type, mapper runtime.DependencyMapper, indexes ...*cache.Index) *Controller {
+	c.watches = append(c.watches, watch{typ: typ, mapper: mapper, indexes: indexes})
+	return c
+}
+
+// WithQuery registers a named query on the cache, for the controller's
+// reconciler and mappers to run with Cache.Query.
+func (c *Controller) WithQuery(name string, q cache.Query) *Controller {
+	c.queries = append(c.queries, namedQuery{name: name, query: q})
+	return c
+}
+
+// WithPlacement sets where the controller runs (PlacementSingleton by
+// default).
+func (c *Controller) WithPlacement(p Placement) *Controller {
+	c.placement = p
+	return c
+}
+
+// WithInitializer sets a step that runs each time the controller starts,
+// before its first reconcile, and is retried with backoff until it
+// succeeds.
+func (c *Controller) WithInitializer(i runtime.Initializer) *Controller {
+	c.initializer = i
+	return c
+}
+
+// WithBackoff sets the bounds of the per-request exponential backoff after
+// errors (default 5 ms and 1000 s).
+func (c *Controller) WithBackoff(base, max time.Duration) *Controller {
+	if base <= 0 || max < base {
+		c.problems = append(c.problems, fmt.Sprintf("WithBackoff(%s, %s): need 0 < base <= max", base, max))
+	}
+	c.baseBackoff, c.maxBackoff = base, max
+	return c
+}
+
+// WithLogger sets the controller's logger (default: the Manager's, named
+// after the controller).
+func (c *Controller) WithLogger(l hclog.Logger) *Controller {
+	c.logger = l
+	return c
+}
+
+// WithConcurrency sets how many workers reconcile in parallel (default 1).
+// One request key never runs on two workers at once.
+func (c *Controller) WithConcurrency(n int) *Controller {
+	if n < 1 {
+		c.problems = append(c.problems, fmt.Sprintf("WithConcurrency(%d): need at least one worker", n))
+	}
+	c.concurrency = n
+	return c
+}
+
+// validate reports every misconfiguration, naming the controller.
+func (c *Controller) validate() error {
+	problems := append([]string(nil), c.problems...)
+	if c.name == "" {
+		problems = append(problems, "the controller has no name")
+	}
+	if err := resource.ValidateType(c.managedType); err != nil {
+		problems = append(problems, fmt.Sprintf("managed type: %v", err))
+	}
+	if c.reconciler == nil {
+		problems = append(problems, "no reconciler (use WithReconciler)")
+	}
+	seen := map[string]bool{}
+	if c.managedType != nil {
+		seen[resource.UnversionedTypeString(c.managedType)] = true
+	}
+	for _, w := range c.watches {
+		if err := resource.ValidateType(w.typ); err != nil {
+			problems = append(problems, fmt.Sprintf("watch: %v", err))
+			continue
+		}
+		key := resource.UnversionedTypeString(w.typ)
+		if seen[key] {
+			if resource.EqualUnversionedType(w.typ, c.managedType) {
+				problems = append(problems, fmt.Sprintf("WithWatch(%s): the managed type is watched already", resource.TypeString(w.typ)))
+			} else {
+				problems = append(problems, fmt.Sprintf("WithWatch(%s): the type is watched twice", resource.TypeString(w.typ)))
+			}
+		}
+		seen[key] = true
+		if w.mapper == nil {
+			problems = append(problems, fmt.Sprintf("WithWatch(%s): nil dependency mapper", resource.TypeString(w.typ)))
+		}
+	}
+	queryNames := map[string]bool{}
+	for _, q := range c.queries {
+		if q.name == "" || q.query == nil {
+			problems = append(problems, "WithQuery: a query needs a name and a function")
+			continue
+		}
+		if queryNames[q.name] {
+			problems = append(problems, fmt.Sprintf("WithQuery(%q): defined twice", q.name))
+		}
+		queryNames[q.name] = true
+		if iq, ok := q.query.(interface{ IndexUse() (*pbresource.Type, string) }); ok {
+			typ, index := iq.IndexUse()
+			if !c.hasIndex(typ, index) {
+				problems = append(problems, fmt.Sprintf("WithQuery(%q): type %s has no index %q in this controller", q.name, resource.TypeString(typ), index))
+			}
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("controller %q is misconfigured:", c.name)
+	for _, p := range problems {
+		msg += "\n  - " + p
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// hasIndex reports whether the controller declares index for typ.
+func (c *Controller) hasIndex(typ *pbresource.Type, index string) bool {
+	if index == cache.IDIndex || index == cache.OwnerIndex {
+		return resource.EqualUnversionedType(typ, c.managedType) || c.watchOf(typ) != nil
+	}
+	var list []*cache.Index
+	if resource.EqualUnversionedType(typ, c.managedType) {
+		list = c.indexes
+	} else if w := c.watchOf(typ); w != nil {
+		list = w.indexes
+	}
+	for _, ix := range list {
+		if ix.Name() == index {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) watchOf(typ *pbresource.Type) *watch {
+	for i := range c.watches {
+		if resource.EqualUnversionedType(c.watches[i].typ, typ) {
+			return &c.watches[i]
+		}
+	}
+	return nil
+}
+
+// types returns every type the controller needs in the cache.
+func (c *Controller) types() []*pbresource.Type {
+	out := []*pbresource.Type{c.managedType}
+	for _, w := range c.watches {
+		out = append(out, w.typ)
+	}
+	return out
+}

@@ -1,0 +1,316 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Manager runs controllers against a ResourceService: it owns the shared
+// cache and its watch streams, starts each controller once its types are
+// primed (and, for singletons, while the lease is held), and stops it when
+// the lease is lost or Run's context ends.
+type Manager struct {
+	client  pbresource.ResourceServiceClient
+	logger  hclog.Logger
+	cache   *cache.Cache
+	flag    *flagLease
+	lease   Lease
+	metrics *metrics
+
+	watchRetryMin, watchRetryMax time.Duration
+
+	mu          sync.Mutex
+	controllers []*Controller
+	running     bool
+
+	// subs lists, per unversioned type, the running controllers that want
+	// its events. Dispatch reads it on every event; it is replaced, never
+	// changed in place.
+	subsMu sync.RWMutex
+	subs   map[string][]*subscription
+
+	primed map[string]chan struct{}
+}
+
+// ManagerOption configures a Manager.
+type ManagerOption func(*Manager) error
+
+// WithMetrics registers the Manager's metrics on reg. Without it the
+// metrics are kept but not exposed.
+func WithMetrics(reg prometheus.Registerer) ManagerOption {
+	return func(m *Manager) error {
+		met, err := newMetrics(reg)
+		if err != nil {
+			return fmt.Errorf("registering controller metrics: %w", err)
+		}
+		m.metrics = met
+		return nil
+	}
+}
+
+// WithLease makes the Manager follow l for leadership instead of SetLeader.
+func WithLease(l Lease) ManagerOption {
+	return func(m *Manager) error {
+		m.lease = l
+		return nil
+	}
+}
+
+// WithWatchRetry bounds the backoff between attempts to re-open a broken
+// watch stream (default 10 ms to 5 s).
+func WithWatchRetry(min, max time.Duration) ManagerOption {
+	return func(m *Manager) error {
+		m.watchRetryMin, m.watchRetryMax = min, max
+		return nil
+	}
+}
+
+// NewManager returns a Manager that talks to client. logger may be nil.
+func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, opts ...ManagerOption) (*Manager, error) {
+	if client == nil {
+		return nil, fmt.Errorf("controller manager: a ResourceService client is required")
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	m := &Manager{
+		client: client,
+		logger: logger,
+		cache:  cache.New(),
+		flag:   newFlagLease(),
+		subs:   make(map[string][]*subscription),
+		primed: make(map[string]chan struct{}),
+	}
+	m.lease = m.flag
+	for _, opt := range opts {
+		if err := opt(m); err != nil {
+			return nil, err
+		}
+	}
+	if m.metrics == nil {
+		met, err := newMetrics(nil)
+		if err != nil {
+			return nil, err
+		}
+		m.metrics = met
+	}
+	return m, nil
+}
+
+// Cache returns the Manager's shared cache (read-only).
+func (m *Manager) Cache() cache.ReadOnlyCache { return m.cache }
+
+// SetLeader tells a Manager built without WithLease whether it is the
+// leader. Singleton controllers start when it becomes true and stop when
+// it becomes false.
+func (m *Manager) SetLeader(leader bool) { m.flag.set(leader) }
+
+// Register adds a controller. It panics, with a message naming the
+// controller, when the controller is misconfigured, conflicts with one
+// registered before (same name, or an index of the same name on the same
+// type), or the Manager is already running: all are programming errors
+// best caught at start-up. TryRegister returns the error instead.
+func (m *Manager) Register(c *Controller) {
+	if err := m.TryRegister(c); err != nil {
+		panic(err)
+	}
+}
+
+// TryRegister is Register that returns its error.
+func (m *Manager) TryRegister(c *Controller) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		return fmt.Errorf("controller %q: register controllers before the manager runs", c.name)
+	}
+	for _, other := range m.controllers {
+		if other.name == c.name {
+			return fmt.Errorf("controller %q is registered twice", c.name)
+		}
+	}
+	if err := m.cache.AddType(c.managedType, c.indexes...); err != nil {
+		return fmt.Errorf("controller %q: %w", c.name, err)
+	}
+	for _, w := range c.watches {
+		if err := m.cache.AddType(w.typ, w.indexes...); err != nil {
+			return fmt.Errorf("controller %q: %w", c.name, err)
+		}
+	}
+	for _, q := range c.queries {
+		if err := m.cache.AddQuery(q.name, q.query); err != nil {
+			return fmt.Errorf("controller %q: %w", c.name, err)
+		}
+	}
+	for _, t := range c.types() {
+		key := resource.UnversionedTypeString(t)
+		if _, ok := m.primed[key]; !ok {
+			m.primed[key] = make(chan struct{})
+		}
+	}
+	m.controllers = append(m.controllers, c)
+	return nil
+}
+
+// Run starts the watches and the controllers and blocks until ctx ends and
+// everything has stopped. A Manager runs once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return fmt.Errorf("controller manager is already running")
+	}
+	m.running = true
+	controllers := append([]*Controller(nil), m.controllers...)
+	m.mu.Unlock()
+
+	var wg sync.WaitGroup
+	started := map[string]bool{}
+	for _, c := range controllers {
+		for _, t := range c.types() {
+			key := resource.UnversionedTypeString(t)
+			if started[key] {
+				continue
+			}
+			started[key] = true
+			w := &cache.Watcher{
+				Client:   m.client,
+				Cache:    m.cache,
+				Logger:   m.logger.Named("cache"),
+				RetryMin: m.watchRetryMin,
+				RetryMax: m.watchRetryMax,
+			}
+			primed := m.primed[key]
+			wg.Add(1)
+			go func(t *pbresource.Type) {
+				defer wg.Done()
+				if err := w.Run(ctx, t, m.dispatcher(key), func() { close(primed) }); err != nil {
+					m.logger.Error("cache watch failed", "type", resource.TypeString(t), "error", err)
+				}
+			}(t)
+		}
+	}
+	for _, c := range controllers {
+		wg.Add(1)
+		go func(c *Controller) {
+			defer wg.Done()
+			m.supervise(ctx, c)
+		}(c)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// supervise starts c whenever it may run and stops it when it may not.
+func (m *Manager) supervise(ctx context.Context, c *Controller) {
+	for {
+		if !m.waitAllowed(ctx, c) || !m.waitPrimed(ctx, c) {
+			return
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.runController(runCtx, c)
+		}()
+		m.waitDisallowed(ctx, c)
+		cancel()
+		<-done
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (m *Manager) waitAllowed(ctx context.Context, c *Controller) bool {
+	if c.placement == PlacementEachServer {
+		return ctx.Err() == nil
+	}
+	for {
+		changed := m.lease.Changed()
+		if m.lease.Held() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+func (m *Manager) waitDisallowed(ctx context.Context, c *Controller) {
+	if c.placement == PlacementEachServer {
+		<-ctx.Done()
+		return
+	}
+	for {
+		changed := m.lease.Changed()
+		if !m.lease.Held() {
+			m.logger.Info("leader lease lost; stopping controller", "controller", c.name)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+func (m *Manager) waitPrimed(ctx context.Context, c *Controller) bool {
+	for _, t := range c.types() {
+		select {
+		case <-m.primed[resource.UnversionedTypeString(t)]:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// dispatcher returns the cache sink of one type: it hands each change to
+// the running controllers that manage or watch the type.
+func (m *Manager) dispatcher(typeKey string) func(cache.Event) {
+	return func(ev cache.Event) {
+		m.subsMu.RLock()
+		subs := m.subs[typeKey]
+		m.subsMu.RUnlock()
+		for _, s := range subs {
+			s.deliver(typeKey, ev)
+		}
+	}
+}
+
+func (m *Manager) subscribe(s *subscription) {
+	m.subsMu.Lock()
+	defer m.subsMu.Unlock()
+	for _, key := range s.typeKeys() {
+		m.subs[key] = append(append([]*subscription(nil), m.subs[key]...), s)
+	}
+}
+
+func (m *Manager) unsubscribe(s *subscription) {
+	m.subsMu.Lock()
+	defer m.subsMu.Unlock()
+	for _, key := range s.typeKeys() {
+		var kept []*subscription
+		for _, other := range m.subs[key] {
+			if other != s {
+				kept = append(kept, other)
+			}
+		}
+		m.subs[key] = kept
+	}
+}

@@ -1,0 +1,213 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/controller/queue"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+)
+
+type workQueue = queue.Queue[runtime.RequestKey, runtime.Request]
+
+// subscription is one running controller as the dispatcher sees it.
+type subscription struct {
+	c          *Controller
+	managedKey string
+	watches    map[string]runtime.DependencyMapper
+	queue      *workQueue
+	inbox      inbox
+}
+
+func (s *subscription) typeKeys() []string {
+	keys := []string{s.managedKey}
+	for k := range s.watches {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// deliver routes one cache change: the managed type queues the resource,
+// a watched type goes to its mapper.
+func (s *subscription) deliver(typeKey string, ev cache.Event) {
+	if typeKey == s.managedKey {
+		req := runtime.Request{ID: resource.CloneID(ev.Resource.Id)}
+		s.queue.Add(req.Key(), req)
+		return
+	}
+	if mapper, ok := s.watches[typeKey]; ok {
+		s.inbox.push(mapperJob{mapper: mapper, event: ev})
+	}
+}
+
+// runController runs one start of c until ctx ends.
+func (m *Manager) runController(ctx context.Context, c *Controller) {
+	logger := c.logger
+	if logger == nil {
+		logger = m.logger.Named(c.name)
+	}
+	rt := runtime.Runtime{Client: m.client, Logger: logger, Cache: m.cache}
+	met := m.metrics.forController(c.name)
+	q := queue.New[runtime.RequestKey, runtime.Request](queue.Options{
+		BaseDelay: c.baseBackoff,
+		MaxDelay:  c.maxBackoff,
+		Metrics:   met.queue,
+	})
+	defer q.ShutDownNow()
+
+	if c.initializer != nil && !m.initialize(ctx, c, rt, logger) {
+		return
+	}
+
+	s := &subscription{
+		c:          c,
+		managedKey: resource.UnversionedTypeString(c.managedType),
+		watches:    make(map[string]runtime.DependencyMapper),
+		queue:      q,
+	}
+	s.inbox.init()
+	for _, w := range c.watches {
+		s.watches[resource.UnversionedTypeString(w.typ)] = w.mapper
+	}
+	// Subscribe before listing: a change after this point is delivered, a
+	// change before it is in the cache already, so nothing falls between.
+	m.subscribe(s)
+	defer m.unsubscribe(s)
+	ids, err := m.cache.IDs(c.managedType)
+	if err != nil {
+		logger.Error("listing managed resources", "error", err)
+	}
+	for _, id := range ids {
+		req := runtime.Request{ID: id}
+		q.Add(req.Key(), req)
+	}
+	logger.Debug("controller started", "resources", len(ids), "workers", c.concurrency)
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.runMappers(ctx, rt, logger)
+	}()
+	for i := 0; i < c.concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := worker{c: c, q: q, rt: rt, logger: logger, met: met}
+			w.run(ctx)
+		}()
+	}
+	<-ctx.Done()
+	q.ShutDownNow()
+	wg.Wait()
+	logger.Debug("controller stopped")
+}
+
+// initialize runs c's initializer until it succeeds; false if ctx ended.
+func (m *Manager) initialize(ctx context.Context, c *Controller, rt runtime.Runtime, logger hclog.Logger) bool {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(orDefault(c.baseBackoff, queue.DefaultBaseDelay)),
+		backoff.WithMaxInterval(orDefault(c.maxBackoff, 30*time.Second)),
+		backoff.WithMaxElapsedTime(0),
+	)
+	for {
+		err := safeCall(func() error { return c.initializer.Initialize(ctx, rt) })
+		if err == nil {
+			return true
+		}
+		wait := b.NextBackOff()
+		logger.Error("controller initializer failed; retrying", "error", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// worker reconciles requests from the queue.
+type worker struct {
+	c      *Controller
+	q      *workQueue
+	rt     runtime.Runtime
+	logger hclog.Logger
+	met    *controllerMetrics
+}
+
+func (w *worker) run(ctx context.Context) {
+	for {
+		item, ok := w.q.Get()
+		if !ok {
+			return
+		}
+		w.reconcile(ctx, item.Key, item.Value)
+		w.q.Done(item)
+	}
+}
+
+func (w *worker) reconcile(ctx context.Context, key runtime.RequestKey, req runtime.Request) {
+	start := time.Now()
+	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, w.rt, req) })
+	w.met.time.Observe(time.Since(start).Seconds())
+	if d, ok := requeueAfter(err); ok {
+		w.q.Forget(key)
+		if d <= 0 {
+			w.met.requeue.Inc()
+			w.q.Add(key, req)
+		} else {
+			w.met.requeueAfter.Inc()
+			w.q.AddAfter(key, req, d)
+		}
+		return
+	}
+	if err != nil {
+		w.met.failure.Inc()
+		w.met.errors.Inc()
+		if _, isPanic := err.(panicError); isPanic {
+			w.met.panics.Inc()
+		}
+		if ctx.Err() == nil {
+			w.logger.Error("reconcile failed; retrying with backoff", "request", key.String(), "error", err, "retries", w.q.NumRequeues(key))
+		}
+		w.q.AddRateLimited(key, req)
+		return
+	}
+	w.met.success.Inc()
+	w.q.Forget(key)
+}
+
+// panicError is a recovered panic, reported as an error.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p panicError) Error() string {
+	return fmt.Sprintf("panic: %v\n%s", p.value, p.stack)
+}
+
+// safeCall runs f, turning a panic into an error.
+func safeCall(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return f()
+}

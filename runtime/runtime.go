@@ -1,0 +1,113 @@
+// Package runtime holds what controllers, mappers and the controller
+// framework share: the Runtime a reconciler works with, the Request it is
+// asked to reconcile, and the Reconciler, Initializer and DependencyMapper
+// types. It sits below controller and dependency so neither imports the
+// other.
+package runtime
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+// Runtime is what a reconciler, initializer or mapper works with.
+type Runtime struct {
+	// Client talks to the ResourceService. Write through it.
+	Client pbresource.ResourceServiceClient
+	// Logger is the controller's logger.
+	Logger hclog.Logger
+	// Cache is the Manager's shared cache, holding every type the
+	// controller watches, primed before any reconcile. Read from it.
+	Cache cache.ReadOnlyCache
+}
+
+// Request asks a controller to reconcile one of its managed resources.
+type Request struct {
+	// ID of the resource. Its Uid, when set, names one lifetime of it.
+	ID *pbresource.ID
+}
+
+// Key returns the work-queue key of the request: its tenancy and name. A
+// controller manages one type, so the type is not part of the key, and a
+// request with a Uid and one without are the same work.
+func (r Request) Key() RequestKey {
+	ten := r.ID.GetTenancy()
+	return RequestKey{Partition: ten.GetPartition(), Namespace: ten.GetNamespace(), Name: r.ID.GetName()}
+}
+
+// RequestKey identifies a managed resource in a controller's work queue.
+type RequestKey struct {
+	Partition, Namespace, Name string
+}
+
+// String renders the key as "partition/namespace/name".
+func (k RequestKey) String() string { return k.Partition + "/" + k.Namespace + "/" + k.Name }
+
+// Reconciler brings the world in line with one resource. Return nil when
+// done, an error to retry with backoff, or controller.RequeueAfter /
+// controller.RequeueNow to choose when to run again.
+type Reconciler interface {
+	Reconcile(ctx context.Context, rt Runtime, req Request) error
+}
+
+// ReconcileFunc adapts a function to Reconciler.
+type ReconcileFunc func(ctx context.Context, rt Runtime, req Request) error
+
+// Reconcile implements Reconciler.
+func (f ReconcileFunc) Reconcile(ctx context.Context, rt Runtime, req Request) error {
+	return f(ctx, rt, req)
+}
+
+// Initializer runs once each time a controller starts, before its first
+// reconcile; an error is retried with backoff.
+type Initializer interface {
+	Initialize(ctx context.Context, rt Runtime) error
+}
+
+// InitializeFunc adapts a function to Initializer.
+type InitializeFunc func(ctx context.Context, rt Runtime) error
+
+// Initialize implements Initializer.
+func (f InitializeFunc) Initialize(ctx context.Context, rt Runtime) error { return f(ctx, rt) }
+
+// DependencyMapper turns a change to a watched resource into the managed
+// resources to reconcile. res is the resource's new state (or, for a
+// deletion, its last state); it is the mapper's own copy.
+type DependencyMapper func(ctx context.Context, rt Runtime, res *pbresource.Resource) ([]Request, error)
+
+// RequestsFromIDs wraps IDs in Requests.
+func RequestsFromIDs(ids []*pbresource.ID) []Request {
+	out := make([]Request, len(ids))
+	for i, id := range ids {
+		out[i] = Request{ID: id}
+	}
+	return out
+}
+
+// WriteStatus writes status under key on res only if it differs from what
+// res already carries (resource.EqualStatus, UpdatedAt ignored), and reports
+// whether it wrote. An empty ObservedGeneration is set to res.Generation.
+// res should be the latest copy the reconciler has (e.g. from the cache);
+// the write is aimed at its Uid, so a deleted-and-recreated resource is not
+// touched.
+func (rt Runtime) WriteStatus(ctx context.Context, res *pbresource.Resource, key string, status *pbresource.Status) (bool, error) {
+	if status.ObservedGeneration == "" {
+		status.ObservedGeneration = res.GetGeneration()
+	}
+	if current, ok := res.GetStatus()[key]; ok && resource.EqualStatus(current, status) {
+		return false, nil
+	}
+	_, err := rt.Client.WriteStatus(ctx, &pbresource.WriteStatusRequest{
+		Id:     res.GetId(),
+		Key:    key,
+		Status: status,
+	})
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
