@@ -42,21 +42,22 @@ func TestReconcilesExistingAndNewResources(t *testing.T) {
 	require.Eventually(t, func() bool { return seen.get("after") > 1 }, 5*time.Second, time.Millisecond, "a deletion is reconciled too")
 }
 
-// slowSnapshotClient delays every event of one type's WatchList, so a
-// framework that did not wait for priming would run mappers and reconcilers
-// against a half-filled cache.
+// slowSnapshotClient delays every event of the WatchLists of some types, so
+// a framework that did not wait for priming would run mappers and
+// reconcilers against a half-filled cache: here the Zip snapshot completes
+// well before the Bar snapshot.
 type slowSnapshotClient struct {
 	pbresource.ResourceServiceClient
-	slowKind string
-	delay    time.Duration
+	delays map[string]time.Duration
 }
 
 func (c slowSnapshotClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	stream, err := c.ResourceServiceClient.WatchList(ctx, in, opts...)
-	if err != nil || in.Type.Kind != c.slowKind {
+	delay, slow := c.delays[in.Type.Kind]
+	if err != nil || !slow {
 		return stream, err
 	}
-	return slowStream{ServerStreamingClient: stream, delay: c.delay}, nil
+	return slowStream{ServerStreamingClient: stream, delay: delay}, nil
 }
 
 type slowStream struct {
@@ -79,7 +80,10 @@ func TestCacheIsPrimedBeforeMappersAndReconcilers(t *testing.T) {
 		writeZip(t, svc.Client, n)
 	}
 
-	client := slowSnapshotClient{ResourceServiceClient: svc.Client, slowKind: "Bar", delay: time.Millisecond}
+	client := slowSnapshotClient{ResourceServiceClient: svc.Client, delays: map[string]time.Duration{
+		"Zip": 2 * time.Millisecond,
+		"Bar": 5 * time.Millisecond,
+	}}
 	m := newManager(t, client)
 	var early atomic.Int32
 	var mapped, reconciled atomic.Int32
