@@ -273,7 +273,11 @@ func contains(list []string, s string) bool {
 
 func TestServerAddressInUse(t *testing.T) {
 	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0")
-	err := run(context.Background(), []string{"server", "-dev", "-grpc-addr", addr}, io.Discard, io.Discard)
+	// The timeout only matters if the port were free after all: then run
+	// would serve instead of failing.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"server", "-dev", "-grpc-addr", addr}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("second server on %s: got %v, want an address-in-use error", addr, err)
 	}
