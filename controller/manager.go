@@ -38,6 +38,12 @@ type Manager struct {
 	subs   map[string][]*subscription
 
 	primed map[string]chan struct{}
+
+	// singletons counts singleton controllers running now; SetLeader(false)
+	// waits for it to reach zero.
+	singletonsMu sync.Mutex
+	singletons   int
+	stopped      *sync.Cond
 }
 
 // ManagerOption configures a Manager.
@@ -90,6 +96,7 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 		primed: make(map[string]chan struct{}),
 	}
 	m.lease = m.flag
+	m.stopped = sync.NewCond(&m.singletonsMu)
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
 			return nil, err
@@ -109,9 +116,21 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 func (m *Manager) Cache() cache.ReadOnlyCache { return m.cache }
 
 // SetLeader tells a Manager built without WithLease whether it is the
-// leader. Singleton controllers start when it becomes true and stop when
-// it becomes false.
-func (m *Manager) SetLeader(leader bool) { m.flag.set(leader) }
+// leader. Singleton controllers start when it becomes true. SetLeader(false)
+// returns once every singleton controller has stopped (its context
+// cancelled and its reconciles returned), so a host can hand leadership to
+// another server without overlap. Do not call it from a reconciler.
+func (m *Manager) SetLeader(leader bool) {
+	m.flag.set(leader)
+	if leader {
+		return
+	}
+	m.singletonsMu.Lock()
+	for m.singletons > 0 {
+		m.stopped.Wait()
+	}
+	m.singletonsMu.Unlock()
+}
 
 // Register adds a controller. It panics, with a message naming the
 // controller, when the controller is misconfigured, conflicts with one
@@ -218,10 +237,26 @@ func (m *Manager) supervise(ctx context.Context, c *Controller) {
 		if !m.waitAllowed(ctx, c) || !m.waitPrimed(ctx, c) {
 			return
 		}
+		singleton := c.placement == PlacementSingleton
+		if singleton {
+			// Count this run before the final look at the lease, so a
+			// SetLeader(false) either sees it and waits, or happened
+			// first and is seen here.
+			m.singletonsMu.Lock()
+			m.singletons++
+			m.singletonsMu.Unlock()
+			if !m.lease.Held() {
+				m.singletonDone()
+				continue
+			}
+		}
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			if singleton {
+				defer m.singletonDone()
+			}
 			m.runController(runCtx, c)
 		}()
 		m.waitDisallowed(ctx, c)
@@ -231,6 +266,13 @@ func (m *Manager) supervise(ctx context.Context, c *Controller) {
 			return
 		}
 	}
+}
+
+func (m *Manager) singletonDone() {
+	m.singletonsMu.Lock()
+	m.singletons--
+	m.stopped.Broadcast()
+	m.singletonsMu.Unlock()
 }
 
 func (m *Manager) waitAllowed(ctx context.Context, c *Controller) bool {
