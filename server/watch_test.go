@@ -201,3 +201,22 @@ func TestWatchList_ACL(t *testing.T) {
 	env.write(t, bar(t, "public", "y"))
 	require.Equal(t, "public", recvEvent(t, stream).GetUpsert().GetResource().GetId().GetName())
 }
+
+// grpcClientB is grpcClient for benchmarks.
+func grpcClientB(b *testing.B, env *testEnv) pbresource.ResourceServiceClient {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	env.server.Register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return pbresource.NewResourceServiceClient(conn)
+}
