@@ -24,12 +24,13 @@
 // WatchList takes its snapshot and registers the watch under the store lock,
 // so no change falls between the snapshot and the first delta, and none is
 // reported twice. Each change allocates one event, shared by every watch it
-// matches. A watch buffers undelivered changes in its own bounded ring (see
-// WithWatchBufferSize); a writer never waits for a watch. When a change finds
-// a watch's ring full, the watch is dropped from the fan-out and its next
-// call to Next returns storage.ErrWatchTooSlow at once, discarding what was
-// still buffered: the consumer has to start a new WatchList anyway, and its
-// snapshot replaces everything the old watch would have said.
+// matches. A watch buffers the changes its consumer has not taken yet, up to
+// a bound (see WithWatchBufferSize); a writer never waits for a watch. When a
+// change finds a watch's buffer full, the watch is dropped from the fan-out
+// and its next call to Next returns storage.ErrWatchTooSlow at once,
+// discarding what was still buffered: the consumer has to start a new
+// WatchList anyway, and its snapshot replaces everything the old watch would
+// have said.
 package inmem
 
 import (
@@ -46,10 +47,12 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
-// DefaultWatchBufferSize is the number of undelivered changes a watch may
-// hold before it is ended with storage.ErrWatchTooSlow, unless New is given
-// WithWatchBufferSize. The buffer grows on demand up to this size; it holds
-// only pointers to events shared by all watches.
+// DefaultWatchBufferSize is the number of changes a watch may hold for its
+// consumer before it is ended with storage.ErrWatchTooSlow, unless New is
+// given WithWatchBufferSize. The consumer takes everything buffered at once
+// when it has handed out what it took before, so a watch holds at most twice
+// this many events. Buffers grow on demand and hold only pointers to events
+// shared by all watches.
 const DefaultWatchBufferSize = 16384
 
 // errInvalidID is returned for a resource or ID without a name key the store
@@ -59,9 +62,9 @@ var errInvalidID = errors.New("inmem: resource id and its type are required")
 // Option configures a Backend in New.
 type Option func(*Backend)
 
-// WithWatchBufferSize sets how many undelivered changes each watch may buffer
-// before it is ended with storage.ErrWatchTooSlow. Values below 1 are treated
-// as 1.
+// WithWatchBufferSize sets how many changes each watch may hold for its
+// consumer before it is ended with storage.ErrWatchTooSlow (see
+// DefaultWatchBufferSize). Values below 1 are treated as 1.
 func WithWatchBufferSize(n int) Option {
 	return func(b *Backend) {
 		b.watchBuffer = max(n, 1)

@@ -212,11 +212,13 @@ func BenchmarkInmemList10k(b *testing.B) {
 // consumers on one type, 10,000 writes from one goroutine; an iteration ends
 // when every consumer has seen every write. It reports the events delivered
 // per second in total and the 99th percentile of the delay between the
-// start of a write and its delivery to a consumer.
+// start of a write and its delivery to a consumer (the median over the
+// iterations).
 func BenchmarkW8Backend(b *testing.B) {
 	const (
-		watchers = 100
-		writes   = 10000
+		watchers  = 100
+		writes    = 10000
+		lagSample = 10 // time one event in lagSample per watcher
 	)
 	ctx := context.Background()
 	typ := storage.UnversionedTypeFrom(benchType)
@@ -228,7 +230,7 @@ func BenchmarkW8Backend(b *testing.B) {
 	var (
 		totalEvents  float64
 		totalElapsed time.Duration
-		worstP99     time.Duration
+		p99s         []time.Duration
 		totalCPU     time.Duration
 	)
 	b.ResetTimer()
@@ -245,7 +247,7 @@ func BenchmarkW8Backend(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			lags[w] = make([]int64, 0, writes)
+			lags[w] = make([]int64, 0, writes/lagSample+1)
 			ready.Add(1)
 			wg.Go(func() {
 				defer watch.Close()
@@ -260,7 +262,11 @@ func BenchmarkW8Backend(b *testing.B) {
 						errs <- err
 						return
 					}
-					lags[w] = append(lags[w], int64(time.Since(start))-sent[i])
+					// Reading the clock costs about as much as Next, so
+					// only a sample of the events is timed.
+					if (i+w)%lagSample == 0 {
+						lags[w] = append(lags[w], int64(time.Since(start))-sent[i])
+					}
 				}
 			})
 		}
@@ -283,20 +289,20 @@ func BenchmarkW8Backend(b *testing.B) {
 		}
 
 		b.StopTimer()
-		all := make([]int64, 0, watchers*writes)
+		all := make([]int64, 0, watchers*(writes/lagSample+1))
 		for _, l := range lags {
 			all = append(all, l...)
 		}
 		slices.Sort(all)
-		p99 := time.Duration(all[len(all)*99/100])
-		worstP99 = max(worstP99, p99)
+		p99s = append(p99s, time.Duration(all[len(all)*99/100]))
 		totalEvents += watchers * writes
 		totalElapsed += elapsed
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(totalEvents/totalElapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(worstP99.Microseconds())/1000, "ms-p99-lag")
+	slices.Sort(p99s)
+	b.ReportMetric(float64(p99s[len(p99s)/2].Microseconds())/1000, "ms-p99-lag")
 	if totalCPU > 0 {
 		b.ReportMetric(float64(totalCPU.Nanoseconds())/totalEvents, "cpu-ns/event")
 	}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage"
 )
-
-// initialWatchBuffer is the ring size a watch starts with; it doubles on
-// demand up to the backend's watch buffer size.
-const initialWatchBuffer = 64
 
 // WatchList returns a Watch over the resources List would return for the
 // same arguments. The snapshot is taken and the watch registered under the
@@ -110,10 +107,15 @@ func newEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
 	}}
 }
 
-// watch is the inmem storage.Watch. Writers append to its ring under mu;
-// Next takes from it. A consumer blocked in Next sets waiting, and the next
-// writer to append wakes it through notify, so writers that find the
-// consumer busy pay no channel operation.
+// watch is the inmem storage.Watch.
+//
+// Changes travel in two slices. Writers append to pending under mu. Next
+// hands out events from batch, which only the consumer touches (under
+// nextMu); when batch is used up, Next swaps the two slices under mu, so a
+// consumer takes everything buffered with one lock round and the slices'
+// arrays are reused without copying or allocating. A consumer blocked in
+// Next sets waiting, and the next writer to append wakes it through notify,
+// so writers that find the consumer busy pay no channel operation.
 type watch struct {
 	b      *Backend
 	typ    storage.UnversionedType
@@ -122,41 +124,39 @@ type watch struct {
 
 	notify chan struct{} // capacity 1
 	done   chan struct{} // closed when the watch ends (Close or too slow)
+	ended  atomic.Bool   // set, under mu, when err is
 
-	mu       sync.Mutex
-	snapshot []*pbresource.Resource // not yet delivered part of the snapshot
+	// Consumer side.
+	nextMu   sync.Mutex
+	snapshot []*pbresource.Resource // the part of the snapshot not yet delivered
 	sentEOS  bool
-	ring     []*pbresource.WatchEvent
-	head, n  int
-	waiting  bool
-	err      error // why the watch ended, nil while it runs
+	batch    []*pbresource.WatchEvent // taken from pending, delivered up to pos
+	pos      int
+
+	// Producer side.
+	mu      sync.Mutex
+	pending []*pbresource.WatchEvent
+	waiting bool
+	err     error // why the watch ended, nil while it runs
 }
 
 var _ storage.Watch = (*watch)(nil)
 
-// push appends ev, or ends the watch with storage.ErrWatchTooSlow when its
-// buffer is full. It reports whether the watch is still running. It never
-// blocks on the consumer.
+// push appends ev, or ends the watch with storage.ErrWatchTooSlow when the
+// consumer left the buffer full. It reports whether the watch is still
+// running. It never blocks on the consumer.
 func (w *watch) push(ev *pbresource.WatchEvent) bool {
 	w.mu.Lock()
 	if w.err != nil {
 		w.mu.Unlock()
 		return false
 	}
-	if w.n == len(w.ring) {
-		if w.n >= w.limit {
-			w.endLocked(storage.ErrWatchTooSlow)
-			w.mu.Unlock()
-			return false
-		}
-		w.grow()
+	if len(w.pending) >= w.limit {
+		w.endLocked(storage.ErrWatchTooSlow)
+		w.mu.Unlock()
+		return false
 	}
-	i := w.head + w.n
-	if i >= len(w.ring) {
-		i -= len(w.ring)
-	}
-	w.ring[i] = ev
-	w.n++
+	w.pending = append(w.pending, ev)
 	wake := w.waiting
 	w.waiting = false
 	w.mu.Unlock()
@@ -170,38 +170,33 @@ func (w *watch) push(ev *pbresource.WatchEvent) bool {
 	return true
 }
 
-// grow doubles the ring (up to the limit), keeping its order. The caller
-// holds mu.
-func (w *watch) grow() {
-	size := min(max(2*len(w.ring), initialWatchBuffer), w.limit)
-	ring := make([]*pbresource.WatchEvent, size)
-	k := copy(ring, w.ring[w.head:])
-	copy(ring[k:], w.ring[:w.head])
-	w.ring = ring
-	w.head = 0
-}
-
-// endLocked ends the watch with err, releasing its buffers and waking a
-// blocked Next. The caller holds mu.
+// endLocked ends the watch with err, dropping what writers buffered and
+// waking a blocked Next. The consumer side is released by the next call to
+// Next. The caller holds mu.
 func (w *watch) endLocked(err error) {
 	if w.err == nil {
 		close(w.done)
 	}
 	w.err = err
-	w.ring = nil
-	w.head, w.n = 0, 0
-	w.snapshot = nil
+	w.ended.Store(true)
+	w.pending = nil
 }
 
 // Next returns the next event: first the snapshot, then EndOfSnapshot, then
 // the changes in commit order. It returns storage.ErrWatchTooSlow as soon as
-// the watch has been dropped for falling behind (buffered events are
+// the watch has been dropped for falling behind (what was buffered is
 // discarded), storage.ErrWatchClosed after Close, and ctx's error if ctx is
 // done while it waits. The events are shared and must not be modified.
+//
+// Next is meant to be called by one goroutine at a time; concurrent calls
+// are safe, but each event goes to only one of them.
 func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
+	w.nextMu.Lock()
 	for {
-		w.mu.Lock()
-		if w.err != nil {
+		if w.ended.Load() {
+			w.snapshot, w.batch, w.pos = nil, nil, 0
+			w.nextMu.Unlock()
+			w.mu.Lock()
 			err := w.err
 			w.mu.Unlock()
 			return nil, err
@@ -210,31 +205,46 @@ func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
 			res := w.snapshot[0]
 			w.snapshot[0] = nil
 			w.snapshot = w.snapshot[1:]
-			w.mu.Unlock()
+			w.nextMu.Unlock()
 			return newEvent(res, false), nil
 		}
 		if !w.sentEOS {
 			w.sentEOS = true
 			w.snapshot = nil
-			w.mu.Unlock()
+			w.nextMu.Unlock()
 			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{
 				EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{},
 			}}, nil
 		}
-		if w.n > 0 {
-			ev := w.ring[w.head]
-			w.ring[w.head] = nil
-			w.head++
-			if w.head == len(w.ring) {
-				w.head = 0
-			}
-			w.n--
-			w.mu.Unlock()
+		if w.pos < len(w.batch) {
+			ev := w.batch[w.pos]
+			w.batch[w.pos] = nil
+			w.pos++
+			w.nextMu.Unlock()
 			return ev, nil
+		}
+
+		w.mu.Lock()
+		if w.err != nil {
+			w.mu.Unlock()
+			continue // reported at the top of the loop
+		}
+		if len(w.pending) > 0 {
+			spare := w.batch[:0]
+			if cap(spare) > 1024 && cap(spare) > 4*len(w.pending) {
+				spare = nil // let a burst's buffer go once the burst is over
+			}
+			w.batch, w.pending = w.pending, spare
+			w.pos = 0
+			w.mu.Unlock()
+			continue
 		}
 		w.waiting = true
 		w.mu.Unlock()
 
+		// Wait without nextMu, so that a concurrent Next can still honour
+		// its own context.
+		w.nextMu.Unlock()
 		select {
 		case <-w.notify:
 		case <-w.done:
@@ -244,6 +254,7 @@ func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
 			w.mu.Unlock()
 			return nil, ctx.Err()
 		}
+		w.nextMu.Lock()
 	}
 }
 
