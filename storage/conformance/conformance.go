@@ -51,7 +51,7 @@ type Options struct {
 	SkipSlowWatcher bool
 
 	// Timeout bounds every wait of the suite: an event to arrive, writes to
-	// complete. Zero means 10 seconds.
+	// complete. Zero means 30 seconds.
 	Timeout time.Duration
 }
 
@@ -68,7 +68,7 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		opts.SlowWatcherWrites = 20000
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
+		opts.Timeout = 30 * time.Second
 	}
 	s := &suite{newBackend: newBackend, opts: opts}
 
