@@ -50,7 +50,25 @@
 //     accepts passes Write's request checks too; it also runs the Write ACL
 //     check.
 //   - Deleting a resource that is already marked for deletion succeeds and
-//     changes nothing.
+//     changes nothing. Marking changes metadata, so it gives the resource a
+//     new Generation (and a watch event), which lets controllers notice.
+//   - Finalizers are removed with ordinary Writes. A blanket Write replaces
+//     the whole metadata, so two controllers removing their finalizers at
+//     once should write with a Version and retry on Aborted; a blanket Write
+//     built from an older read can look like it re-adds a finalizer, which
+//     is FailedPrecondition.
+//   - A Tombstone is written before its owner is deleted, so a crash (or a
+//     lost compare-and-swap) in between leaves a tombstone whose owner still
+//     exists rather than owned resources without one. Whoever acts on
+//     tombstones must therefore check that the owner (with its Uid) is gone
+//     first, and wait otherwise. Tombstones are named "tombstone-" plus the
+//     owner's lower-cased Uid and live in the owner's tenancy ("default" for
+//     units its scope lacks); see TombstoneID.
+//   - WriteStatus requires every condition to have a Type, and a key of at
+//     most 256 printable characters without spaces.
+//   - A blanket Write that includes a status must include the stored one;
+//     read-modify-write clients that race with status writers should leave
+//     status empty (it is carried over) rather than send what they read.
 package server
 
 import (
