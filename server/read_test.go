@@ -156,3 +156,37 @@ func (failingBackend) Read(context.Context, storage.ReadConsistency, *pbresource
 func (failingBackend) List(context.Context, storage.ReadConsistency, storage.UnversionedType, *pbresource.Tenancy, string) ([]*pbresource.Resource, error) {
 	return nil, errors.New("disk on fire")
 }
+
+// casLoser loses every compare-and-swap, as if another writer always got
+// there first.
+type casLoser struct{ storage.Backend }
+
+func (casLoser) WriteCAS(context.Context, *pbresource.Resource) (*pbresource.Resource, error) {
+	return nil, storage.ErrCASFailure
+}
+
+func (casLoser) DeleteCAS(context.Context, *pbresource.ID, string) error {
+	return storage.ErrCASFailure
+}
+
+func TestBlanketWrites_GiveUpWithAborted(t *testing.T) {
+	var inner storage.Backend
+	env := newEnv(t, withBackendWrapper(func(b storage.Backend) storage.Backend { inner = b; return casLoser{b} }))
+	stored, err := NewInProcessClient(New(Config{Backend: inner, Registry: env.registry})).
+		Write(testCtx(t), &pbresource.WriteRequest{Resource: bar(t, "a", "x")})
+	require.NoError(t, err)
+
+	_, err = env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: bar(t, "a", "y")})
+	requireCode(t, err, codes.Aborted, "attempts")
+	_, err = env.client.WriteStatus(testCtx(t), &pbresource.WriteStatusRequest{
+		Id: stored.Resource.Id, Key: "k", Status: simpleStatus(stored.Resource.Generation),
+	})
+	requireCode(t, err, codes.Aborted, "attempts")
+	requireCode(t, env.delete(t, barID("a"), ""), codes.Aborted, "attempts")
+
+	// Versioned writes do not retry: one lost race is Aborted at once.
+	res := bar(t, "a", "y")
+	res.Version = stored.Resource.Version
+	_, err = env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: res})
+	requireCode(t, err, codes.Aborted, "changed since it was read")
+}
