@@ -6,7 +6,6 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/storage"
 )
 
 // ReadOnlyCache is the view of the cache reconcilers, mappers and queries
@@ -92,17 +91,23 @@ type ResourceIterator interface {
 // is not usable; call New.
 type Cache struct {
 	mu      sync.RWMutex
-	types   map[storage.UnversionedType]*typeCache
+	types   map[typeKey]*typeCache
 	queries map[string]Query
 }
 
 // New returns an empty cache.
 func New() *Cache {
 	return &Cache{
-		types:   make(map[storage.UnversionedType]*typeCache),
+		types:   make(map[typeKey]*typeCache),
 		queries: make(map[string]Query),
 	}
 }
+
+// typeKey identifies a type without its GroupVersion: all versions of a
+// type share one set of cached resources, as they share one stored copy.
+type typeKey struct{ group, kind string }
+
+func typeKeyOf(t *pbresource.Type) typeKey { return typeKey{t.GetGroup(), t.GetKind()} }
 
 // typeCache holds the resources of one type (all its versions).
 type typeCache struct {
@@ -132,7 +137,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := storage.UnversionedTypeFrom(typ)
+	key := typeKeyOf(typ)
 	tc, ok := c.types[key]
 	if !ok {
 		tc = &typeCache{
@@ -193,7 +198,7 @@ func (c *Cache) HasIndex(typ *pbresource.Type, name string) bool {
 
 func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
 	c.mu.RLock()
-	tc, ok := c.types[storage.UnversionedTypeFrom(typ)]
+	tc, ok := c.types[typeKeyOf(typ)]
 	c.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("the cache does not hold type %s: watch it (controller.WithWatch) to read it from the cache", resource.TypeString(typ))

@@ -1,0 +1,114 @@
+// Package dependency holds ready-made DependencyMappers: the functions that
+// turn a change to a watched resource into the managed resources a
+// controller must reconcile.
+package dependency
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+	"google.golang.org/protobuf/proto"
+)
+
+// MapOwner reconciles the owner of the changed resource, if it has one.
+func MapOwner(_ context.Context, _ runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+	if res.Owner == nil {
+		return nil, nil
+	}
+	return []runtime.Request{{ID: res.Owner}}, nil
+}
+
+// MapOwnerFiltered is MapOwner for owners of type typ only (any
+// GroupVersion); other owners are ignored.
+func MapOwnerFiltered(typ *pbresource.Type) runtime.DependencyMapper {
+	return func(_ context.Context, _ runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+		if res.Owner == nil || !resource.EqualUnversionedType(res.Owner.Type, typ) {
+			return nil, nil
+		}
+		return []runtime.Request{{ID: res.Owner}}, nil
+	}
+}
+
+// ReplaceType reconciles the resource of typ with the changed resource's
+// tenancy and name: for controllers whose managed resources mirror another
+// type one to one. The Uid is dropped, as it belongs to the other type.
+func ReplaceType(typ *pbresource.Type) runtime.DependencyMapper {
+	return func(_ context.Context, _ runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+		return []runtime.Request{{ID: &pbresource.ID{
+			Type:    typ,
+			Tenancy: res.Id.GetTenancy(),
+			Name:    res.Id.GetName(),
+		}}}, nil
+	}
+}
+
+// MultiMapper runs every mapper and returns all their requests; the first
+// error stops it.
+func MultiMapper(mappers ...runtime.DependencyMapper) runtime.DependencyMapper {
+	return func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+		var out []runtime.Request
+		for _, m := range mappers {
+			reqs, err := m(ctx, rt, res)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, reqs...)
+		}
+		return out, nil
+	}
+}
+
+// MapByIndex reconciles the resources of indexedType found under the changed
+// resource's cache.Key in the named index: "every Bar whose qux index points
+// at this Zip". The index must be declared for indexedType by the
+// controller (NewController or WithWatch) with keys built by cache.Key.
+func MapByIndex(indexedType *pbresource.Type, index string) runtime.DependencyMapper {
+	return MapByIndexKeys(indexedType, index, func(res *pbresource.Resource) ([]string, error) {
+		return []string{cache.Key(res.Id)}, nil
+	})
+}
+
+// MapByIndexKeys is MapByIndex with the lookup keys computed by keys.
+func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *pbresource.Resource) ([]string, error)) runtime.DependencyMapper {
+	return func(_ context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+		ks, err := keys(res)
+		if err != nil {
+			return nil, err
+		}
+		var out []runtime.Request
+		for _, k := range ks {
+			ids, err := rt.Cache.ListIDs(indexedType, index, k)
+			if err != nil {
+				return nil, fmt.Errorf("mapping %s through index %q: %w", resource.IDString(res.Id), index, err)
+			}
+			out = append(out, runtime.RequestsFromIDs(ids)...)
+		}
+		return out, nil
+	}
+}
+
+// MapOwned reconciles the resources of ownedType that the changed resource
+// owns (found through the built-in owner index).
+func MapOwned(ownedType *pbresource.Type) runtime.DependencyMapper {
+	return MapByIndex(ownedType, cache.OwnerIndex)
+}
+
+// ReferenceIndex returns a cache index over a reference (ID) held in the
+// decoded data T, keyed with cache.Key, for use with MapByIndex: e.g. Bars
+// indexed by the Zip their qux field names.
+// A nil or nameless reference leaves the resource out of the index.
+func ReferenceIndex[T proto.Message](name string, ref func(data T) resource.ReferenceOrID) *cache.Index {
+	return cache.NewDecodedIndex(name, func(_ *pbresource.Resource, data T) (string, bool, error) {
+		r := ref(data)
+		// The Get methods of the generated types are nil-safe, so a typed
+		// nil reference has an empty name.
+		if r == nil || r.GetName() == "" {
+			return "", false, nil
+		}
+		return cache.Key(r), true, nil
+	})
+}

@@ -1,0 +1,99 @@
+package dependency_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/dependency"
+	"github.com/loomrt/loom/examples/foo"
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+var tenancy = &pbresource.Tenancy{Partition: "default", Namespace: "default"}
+
+func bar(t *testing.T, name string, qux *pbresource.ID, owner *pbresource.ID) *pbresource.Resource {
+	data, err := anypb.New(&pbfoov1.Bar{Baz: name, Qux: qux})
+	require.NoError(t, err)
+	return &pbresource.Resource{
+		Id:    &pbresource.ID{Type: foo.BarV1Type, Tenancy: tenancy, Name: name, Uid: resource.NewULID()},
+		Owner: owner,
+		Data:  data,
+	}
+}
+
+func names(reqs []runtime.Request) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.ID.Name
+	}
+	return out
+}
+
+func TestOwnerMappers(t *testing.T) {
+	ctx := context.Background()
+	zip := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "z", Uid: "u"}
+	owned := bar(t, "b", nil, zip)
+
+	reqs, err := dependency.MapOwner(ctx, runtime.Runtime{}, owned)
+	require.NoError(t, err)
+	require.Len(t, reqs, 1)
+	assert.True(t, resource.EqualID(zip, reqs[0].ID))
+
+	reqs, _ = dependency.MapOwner(ctx, runtime.Runtime{}, bar(t, "lonely", nil, nil))
+	assert.Empty(t, reqs)
+
+	reqs, _ = dependency.MapOwnerFiltered(foo.ZipType)(ctx, runtime.Runtime{}, owned)
+	assert.Len(t, reqs, 1)
+	reqs, _ = dependency.MapOwnerFiltered(foo.QuxType)(ctx, runtime.Runtime{}, owned)
+	assert.Empty(t, reqs)
+
+	reqs, _ = dependency.ReplaceType(foo.BarV2Type)(ctx, runtime.Runtime{}, owned)
+	require.Len(t, reqs, 1)
+	assert.Equal(t, "b", reqs[0].ID.Name)
+	assert.True(t, resource.EqualType(foo.BarV2Type, reqs[0].ID.Type))
+	assert.Empty(t, reqs[0].ID.Uid)
+
+	multi := dependency.MultiMapper(dependency.MapOwner, dependency.ReplaceType(foo.BarV2Type))
+	reqs, _ = multi(ctx, runtime.Runtime{}, owned)
+	assert.Len(t, reqs, 2)
+}
+
+func TestMapByIndex(t *testing.T) {
+	c := cache.New()
+	byQux := dependency.ReferenceIndex("qux", func(b *pbfoov1.Bar) resource.ReferenceOrID { return b.Qux })
+	require.NoError(t, c.AddType(foo.BarV1Type, byQux))
+	zipA := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "a"}
+	zipB := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "b"}
+	for _, r := range []*pbresource.Resource{bar(t, "one", zipA, nil), bar(t, "two", zipA, nil), bar(t, "three", zipB, nil), bar(t, "none", nil, nil)} {
+		_, err := c.Upsert(r)
+		require.NoError(t, err)
+	}
+	rt := runtime.Runtime{Cache: c}
+	zipRes := &pbresource.Resource{Id: resource.CloneID(zipA)}
+	zipRes.Id.Uid = "whatever" // Uids do not matter to the key
+
+	reqs, err := dependency.MapByIndex(foo.BarV1Type, "qux")(context.Background(), rt, zipRes)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"one", "two"}, names(reqs))
+
+	_, err = dependency.MapByIndex(foo.BarV1Type, "missing")(context.Background(), rt, zipRes)
+	assert.ErrorContains(t, err, `no index "missing"`)
+}
+
+func TestMapOwned(t *testing.T) {
+	c := cache.New()
+	require.NoError(t, c.AddType(foo.BarV1Type))
+	owner := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "o", Uid: "u1"}
+	_, _ = c.Upsert(bar(t, "child", nil, owner))
+	_, _ = c.Upsert(bar(t, "orphan", nil, nil))
+	reqs, err := dependency.MapOwned(foo.BarV1Type)(context.Background(), runtime.Runtime{Cache: c}, &pbresource.Resource{Id: owner})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"child"}, names(reqs))
+}
