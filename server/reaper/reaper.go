@@ -1,0 +1,109 @@
+// Package reaper is the built-in controller that carries out cascading
+// deletion. When a resource that owns others is deleted, the ResourceService
+// first writes a Tombstone naming it; this controller deletes every
+// resource the owner had (their own deletion writes further tombstones, so
+// the cascade reaches grandchildren) and then the tombstone. Tombstones are
+// stored like any resource, so a restart in the middle picks up where it
+// stopped. It is written on the public controller API like any user's
+// controller.
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// ControllerName is the name of the reaper controller.
+const ControllerName = "tombstone-reaper"
+
+// OwnerAliveRecheck is how long the reaper waits before looking again at a
+// tombstone whose owner still exists (the tombstone is written before the
+// owner is deleted, so this is normally a brief race; it lasts if that
+// delete failed).
+const OwnerAliveRecheck = 10 * time.Second
+
+// Controller returns the reaper controller, ready to Register.
+func Controller() *controller.Controller {
+	return controller.NewController(ControllerName, resource.TypeV1Tombstone).
+		WithReconciler(reconciler{})
+}
+
+type reconciler struct{}
+
+// Reconcile deletes what the tombstone's owner owned, then the tombstone.
+func (reconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+	tomb, err := rt.Cache.GetByID(req.ID)
+	if err != nil || tomb == nil {
+		return err
+	}
+	data, err := resource.Decode[*pbresource.Tombstone](tomb)
+	if err != nil {
+		// A tombstone that cannot be read can never be carried out.
+		rt.Logger.Error("dropping unreadable tombstone", "tombstone", resource.IDString(tomb.Id), "error", err)
+		return deleteTombstone(ctx, rt, tomb)
+	}
+	owner := data.GetOwner()
+	if owner.GetUid() == "" {
+		rt.Logger.Error("dropping tombstone without an owner uid", "tombstone", resource.IDString(tomb.Id))
+		return deleteTombstone(ctx, rt, tomb)
+	}
+
+	alive, err := ownerExists(ctx, rt, owner)
+	if err != nil {
+		return err
+	}
+	if alive {
+		return controller.RequeueAfter(OwnerAliveRecheck)
+	}
+
+	rsp, err := rt.Client.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: owner})
+	if err != nil {
+		return fmt.Errorf("listing what %s owned: %w", resource.IDString(owner), err)
+	}
+	for _, child := range rsp.Resources {
+		if resource.IsMarkedForDeletion(child) {
+			continue // its finalizers' controllers finish the job
+		}
+		_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: child.Id})
+		if err != nil && status.Code(err) != codes.NotFound {
+			return fmt.Errorf("deleting %s (owned by %s): %w", resource.IDString(child.Id), resource.IDString(owner), err)
+		}
+		rt.Logger.Debug("deleted owned resource", "resource", resource.IDString(child.Id), "owner", resource.IDString(owner))
+	}
+	return deleteTombstone(ctx, rt, tomb)
+}
+
+// ownerExists reads the owner (that lifetime of it, by Uid) consistently.
+func ownerExists(ctx context.Context, rt runtime.Runtime, owner *pbresource.ID) (bool, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, server.ConsistencyModeKey, server.ConsistencyModeConsistent)
+	_, err := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: owner})
+	switch status.Code(err) {
+	case codes.OK:
+		return true, nil
+	case codes.NotFound:
+		return false, nil
+	case codes.InvalidArgument:
+		// The owner's type is no longer registered (or is stored under
+		// another version); nothing can own through it any more.
+		return false, nil
+	}
+	return false, fmt.Errorf("reading owner %s: %w", resource.IDString(owner), err)
+}
+
+func deleteTombstone(ctx context.Context, rt runtime.Runtime, tomb *pbresource.Resource) error {
+	_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: tomb.Id})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("deleting tombstone %s: %w", resource.IDString(tomb.Id), err)
+	}
+	return nil
+}

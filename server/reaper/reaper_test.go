@@ -1,0 +1,157 @@
+package reaper_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/examples/foo"
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/resourcetest"
+	"github.com/loomrt/loom/server/reaper"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+func write(t *testing.T, client pbresource.ResourceServiceClient, typ *pbresource.Type, name string, owner *pbresource.ID) *pbresource.Resource {
+	t.Helper()
+	var data *anypb.Any
+	var err error
+	if resource.EqualUnversionedType(typ, foo.BarV1Type) {
+		data, err = anypb.New(&pbfoov1.Bar{Baz: name})
+	} else {
+		data, err = anypb.New(&pbfoov1.Zip{Zap: name})
+	}
+	require.NoError(t, err)
+	rsp, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id:    &pbresource.ID{Type: typ, Name: name},
+		Owner: owner,
+		Data:  data,
+	}})
+	require.NoError(t, err)
+	return rsp.Resource
+}
+
+func exists(client pbresource.ResourceServiceClient, id *pbresource.ID) bool {
+	_, err := client.Read(context.Background(), &pbresource.ReadRequest{Id: id})
+	return status.Code(err) != codes.NotFound
+}
+
+func countTombstones(t *testing.T, client pbresource.ResourceServiceClient) int {
+	rsp, err := client.List(context.Background(), &pbresource.ListRequest{
+		Type:    resource.TypeV1Tombstone,
+		Tenancy: &pbresource.Tenancy{Partition: "*", Namespace: "*"},
+	})
+	require.NoError(t, err)
+	return len(rsp.Resources)
+}
+
+// runReaper runs the reaper on its own leader Manager until stop is called.
+func runReaper(t *testing.T, client pbresource.ResourceServiceClient) (stop func()) {
+	t.Helper()
+	m, err := controller.NewManager(client, nil, controller.WithWatchRetry(time.Millisecond, 10*time.Millisecond))
+	require.NoError(t, err)
+	m.Register(reaper.Controller().WithBackoff(time.Millisecond, 20*time.Millisecond))
+	m.SetLeader(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestCascadingDeletion(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	runReaper(t, client)
+
+	// zip owns two bars; one bar owns a zip (grandchild).
+	root := write(t, client, foo.ZipType, "root", nil)
+	child1 := write(t, client, foo.BarV1Type, "child-1", root.Id)
+	child2 := write(t, client, foo.BarV1Type, "child-2", root.Id)
+	grandchild := write(t, client, foo.ZipType, "grandchild", child1.Id)
+	bystander := write(t, client, foo.BarV1Type, "bystander", nil)
+
+	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: root.Id})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return !exists(client, child1.Id) && !exists(client, child2.Id) && !exists(client, grandchild.Id) && countTombstones(t, client) == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	require.True(t, exists(client, bystander.Id))
+}
+
+// failingDeletes fails every Delete after the first n, as a server that
+// dies in the middle of a cascade would.
+type failingDeletes struct {
+	pbresource.ResourceServiceClient
+	left atomic.Int32
+}
+
+func (c *failingDeletes) Delete(ctx context.Context, in *pbresource.DeleteRequest, opts ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
+	if c.left.Add(-1) < 0 {
+		return nil, status.Error(codes.Unavailable, "test: server going away")
+	}
+	return c.ResourceServiceClient.Delete(ctx, in, opts...)
+}
+
+func TestCascadeSurvivesARestartInTheMiddle(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	root := write(t, client, foo.ZipType, "root", nil)
+	var children []*pbresource.Resource
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		children = append(children, write(t, client, foo.BarV1Type, n, root.Id))
+	}
+	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: root.Id})
+	require.NoError(t, err)
+	require.Equal(t, 1, countTombstones(t, client), "the promise is stored before any reaper runs")
+
+	// The first reaper manages two deletions, then its server "dies".
+	dying := &failingDeletes{ResourceServiceClient: client}
+	dying.left.Store(2)
+	stop := runReaper(t, dying)
+	require.Eventually(t, func() bool {
+		gone := 0
+		for _, c := range children {
+			if !exists(client, c.Id) {
+				gone++
+			}
+		}
+		return gone == 2 && dying.left.Load() < 0
+	}, 10*time.Second, time.Millisecond)
+	stop()
+	require.Equal(t, 1, countTombstones(t, client))
+
+	// A new reaper finishes the job.
+	runReaper(t, client)
+	require.Eventually(t, func() bool {
+		for _, c := range children {
+			if exists(client, c.Id) {
+				return false
+			}
+		}
+		return countTombstones(t, client) == 0
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+func TestNoTombstoneWithoutChildren(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	lonely := write(t, client, foo.ZipType, "lonely", nil)
+	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: lonely.Id})
+	require.NoError(t, err)
+	require.Zero(t, countTombstones(t, client))
+}
