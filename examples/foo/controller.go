@@ -1,0 +1,159 @@
+package foo
+
+import (
+	"context"
+	"fmt"
+
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/dependency"
+	"github.com/loomrt/loom/finalizer"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+)
+
+const (
+	// BarControllerName is the name of the Bar controller.
+	BarControllerName = "bar"
+
+	// StatusKey is the status key the Bar controller writes.
+	StatusKey = "foo.bar"
+
+	// BarFinalizer is the finalizer the Bar controller keeps on every Bar
+	// until the Bar is deleted.
+	BarFinalizer = "foo.bar/cleanup"
+
+	// QuxIndex indexes Bars by the Zip their qux field names (cache.Key of
+	// the reference, with its tenancy defaulted).
+	QuxIndex = "qux"
+
+	// Condition types and reasons of the Bar status.
+	ConditionAccepted     = "Accepted"
+	ConditionResolvedRefs = "ResolvedRefs"
+	ReasonOk              = "Ok"
+	ReasonInvalidData     = "InvalidData"
+	ReasonMissingRef      = "MissingReference"
+)
+
+// quxIndex finds Bars by the Zip they reference.
+var quxIndex = cache.NewIndex(QuxIndex, func(res *pbresource.Resource) (string, bool, error) {
+	bar, err := decodeBar(res)
+	if err != nil || bar.Qux == nil {
+		// An unreadable Bar references nothing; its reconcile reports it.
+		return "", false, nil
+	}
+	return cache.Key(zipRef(bar.Qux)), true, nil
+})
+
+// BarController returns the controller that manages foo.v1.Bar (and Bars
+// stored as foo.v2.Bar). For every Bar it:
+//
+//   - keeps the BarFinalizer, and removes it once the Bar is marked for
+//     deletion, so the deletion completes;
+//   - writes status StatusKey with condition Accepted (TRUE, reason Ok, when
+//     the data is readable) and ResolvedRefs (TRUE when qux is unset or names
+//     an existing foo.v1.Zip; FALSE with reason MissingReference otherwise);
+//   - re-reconciles the Bars that reference a Zip when that Zip appears or
+//     goes, found through the qux cache index.
+//
+// It writes only when something changed, so it settles.
+func BarController() *controller.Controller {
+	return controller.NewController(BarControllerName, BarV1Type, quxIndex).
+		WithWatch(ZipType, dependency.MapByIndex(BarV1Type, QuxIndex)).
+		WithReconciler(barReconciler{})
+}
+
+// RegisterControllers adds the example controllers to m.
+func RegisterControllers(m *controller.Manager) {
+	m.Register(BarController())
+}
+
+type barReconciler struct{}
+
+func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+	res, err := rt.Cache.GetByID(req.ID)
+	if err != nil || res == nil {
+		return err // gone: nothing of ours outlives a Bar
+	}
+	if finalizer.IsMarkedForDeletion(res) {
+		// Clean-up would happen here; then let the deletion complete.
+		return finalizer.EnsureFinalizerRemoved(ctx, rt, res, BarFinalizer)
+	}
+	if !finalizer.HasFinalizer(res, BarFinalizer) {
+		// The write comes back as a new version of the Bar, and the status
+		// is written on that pass, against the new generation.
+		return finalizer.EnsureHasFinalizer(ctx, rt, res, BarFinalizer)
+	}
+
+	st := &pbresource.Status{}
+	bar, err := decodeBar(res)
+	if err != nil {
+		st.Conditions = append(st.Conditions, &pbresource.Condition{
+			Type: ConditionAccepted, State: pbresource.Condition_STATE_FALSE,
+			Reason: ReasonInvalidData, Message: err.Error(),
+		})
+	} else {
+		st.Conditions = append(st.Conditions,
+			&pbresource.Condition{Type: ConditionAccepted, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk, Message: "the bar is valid"},
+			resolvedRefs(rt, bar),
+		)
+	}
+	_, err = rt.WriteStatus(ctx, res, StatusKey, st)
+	return err
+}
+
+// resolvedRefs reports whether the Zip that bar references exists.
+func resolvedRefs(rt runtime.Runtime, bar *pbfoov1.Bar) *pbresource.Condition {
+	if bar.Qux == nil {
+		return &pbresource.Condition{Type: ConditionResolvedRefs, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk, Message: "the bar references nothing"}
+	}
+	ref := zipRef(bar.Qux)
+	missing := &pbresource.Condition{
+		Type: ConditionResolvedRefs, State: pbresource.Condition_STATE_FALSE, Reason: ReasonMissingRef,
+		Resource: resource.Reference(ref, ""),
+	}
+	if !resource.EqualUnversionedType(ref.Type, ZipType) {
+		missing.Message = fmt.Sprintf("qux must name a %s, not a %s", resource.TypeString(ZipType), resource.TypeString(ref.Type))
+		return missing
+	}
+	zip, err := rt.Cache.GetByID(ref)
+	if err != nil || zip == nil {
+		missing.Message = fmt.Sprintf("zip %q does not exist", ref.Name)
+		return missing
+	}
+	return &pbresource.Condition{
+		Type: ConditionResolvedRefs, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk,
+		Message: "the referenced zip exists", Resource: resource.Reference(ref, ""),
+	}
+}
+
+// zipRef returns qux with its tenancy completed the way the service stores
+// a Zip (partition-scoped: partition defaults to "default", no namespace),
+// so it matches the Zip's ID in the cache. The input is not changed.
+func zipRef(qux *pbresource.ID) *pbresource.ID {
+	ref := resource.CloneID(qux)
+	if ref.Type == nil {
+		ref.Type = ZipType
+	}
+	partition := qux.GetTenancy().GetPartition()
+	if partition == "" {
+		partition = resource.DefaultPartition
+	}
+	ref.Tenancy = &pbresource.Tenancy{Partition: partition}
+	return ref
+}
+
+// decodeBar reads a Bar stored under either version.
+func decodeBar(res *pbresource.Resource) (*pbfoov1.Bar, error) {
+	if res.GetId().GetType().GetGroupVersion() == BarV2Type.GroupVersion {
+		v2, err := decode[pbfoov2.Bar](res)
+		if err != nil {
+			return nil, err
+		}
+		return &pbfoov1.Bar{Baz: v2.Baz}, nil
+	}
+	return decode[pbfoov1.Bar](res)
+}
