@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/dependency"
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/finalizer"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"

@@ -49,7 +49,6 @@ func (c *writeCounter) WriteStatus(ctx context.Context, in *pbresource.WriteStat
 	return c.ResourceServiceClient.WriteStatus(ctx, in, opts...)
 }
 
-
 func put(t *testing.T, client pbresource.ResourceServiceClient, res *pbresource.Resource) *pbresource.Resource {
 	t.Helper()
 	rsp, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: res})
