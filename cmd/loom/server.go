@@ -16,6 +16,9 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/server/reaper"
 	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/examples/foo"
@@ -120,6 +123,20 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("server: %w", err)
 	}
 
+	// The controllers run in this process and talk to the service directly.
+	// A single server is always the leader.
+	mgr, err := controller.NewManager(server.NewInProcessClient(svc), logger.Named("controller"))
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	mgr.Register(reaper.Controller())
+	foo.RegisterControllers(mgr)
+	mgr.SetLeader(true)
+	mgrCtx, stopMgr := context.WithCancel(context.Background())
+	defer stopMgr()
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Run(mgrCtx) }()
+
 	shuttingDown, beginShutdown := context.WithCancel(context.Background())
 	defer beginShutdown()
 	gs := grpc.NewServer(grpc.ChainStreamInterceptor(endStreamsOnShutdown(shuttingDown)))
@@ -160,6 +177,10 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 		logger.Warn("requests still running after the shutdown timeout; closing their connections")
 		gs.Stop()
 		<-stopped
+	}
+	stopMgr()
+	if err := <-mgrDone; err != nil {
+		logger.Error("controller manager", "error", err)
 	}
 	if err := <-serveErr; err != nil {
 		return fmt.Errorf("server: serving gRPC: %w", err)

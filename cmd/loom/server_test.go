@@ -166,8 +166,22 @@ func TestDevServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	if read.Resource.GetVersion() != wrote.Resource.GetVersion() || bazOf(t, read.Resource) != "hello world" {
+	if read.Resource.GetId().GetUid() != wrote.Resource.GetId().GetUid() || bazOf(t, read.Resource) != "hello world" {
 		t.Errorf("Read returned %v, want what was written (%v)", read.Resource, wrote.Resource)
+	}
+
+	// The dev server runs the example Bar controller, which reports on
+	// every Bar in its status.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		read, err = client.Read(ctx, &pbresource.ReadRequest{Id: wrote.Resource.Id})
+		if err == nil && read.Resource.GetStatus()["foo.bar"].GetObservedGeneration() == read.Resource.GetGeneration() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bar controller never wrote its status; last read: %v %v", read, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
 	}
 
 	list, err := client.List(ctx, &pbresource.ListRequest{
@@ -200,8 +214,16 @@ func TestDevServer(t *testing.T) {
 	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "second", "Two")}); err != nil {
 		t.Fatalf("Write second: %v", err)
 	}
-	if ev := recvEvent(t, watch); ev.GetUpsert().GetResource().GetId().GetName() != "second" {
-		t.Fatalf("live watch event = %v, want the upsert of %q", ev, "second")
+	// The controller may update "hello" meanwhile; skip to "second".
+	for {
+		ev := recvEvent(t, watch)
+		name := ev.GetUpsert().GetResource().GetId().GetName()
+		if name == "second" {
+			break
+		}
+		if name != "hello" {
+			t.Fatalf("live watch event = %v, want the upsert of %q", ev, "second")
+		}
 	}
 
 	// Reflection lists the service and can describe the example messages,
@@ -252,8 +274,13 @@ func TestDevServer(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("shutdown took %v with a watch open; it should not wait for the shutdown timeout", took)
 	}
-	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
-		t.Errorf("open watch after shutdown got %v, want Unavailable", err)
+	// Events the controller caused before shutdown may still be queued.
+	var watchErr error
+	for watchErr == nil {
+		_, watchErr = watch.Recv()
+	}
+	if status.Code(watchErr) != codes.Unavailable {
+		t.Errorf("open watch after shutdown got %v, want Unavailable", watchErr)
 	}
 	for _, line := range []string{"shutting down", "stopped"} {
 		if !strings.Contains(log.String(), line) {
