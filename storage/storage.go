@@ -6,8 +6,8 @@
 //
 // # Ownership of messages
 //
-// A Backend never keeps a message the caller passed in: it copies what it
-// stores. Messages a Backend returns (from Read, List, WriteCAS and watch
+// A Backend never keeps or modifies a message the caller passed in: it
+// copies what it stores. Messages a Backend returns (from Read, List, WriteCAS and watch
 // events) may be shared with the backend and with other callers, so callers
 // must treat them as read-only and clone before changing them
 // (proto.Clone). This keeps reads and watch fan-out free of copies.
@@ -65,7 +65,8 @@ var (
 
 	// ErrWatchTooSlow ends a watch whose consumer fell so far behind that the
 	// backend stopped buffering for it. The consumer should start a new
-	// WatchList (and treat its snapshot as the new truth).
+	// WatchList (and treat its snapshot as the new truth). Events still
+	// buffered for the watch may be discarded.
 	ErrWatchTooSlow = errors.New("watch ended: the consumer could not keep up with the event rate")
 )
 
@@ -113,7 +114,9 @@ type Backend interface {
 	// rendering of a store-wide revision that grows with every write.
 	//
 	// A non-empty res.Id.Uid that differs from the stored Uid gives
-	// ErrWrongUid. The GroupVersion is not checked: a write may replace the
+	// ErrWrongUid; an empty one on an update keeps the stored Uid. A create
+	// (empty version) over an existing resource is ErrCASFailure whatever
+	// the Uids. The GroupVersion is not checked: a write may replace the
 	// stored form with another version of the type.
 	//
 	// ErrInconsistent means the write could not be made safely (e.g. no
@@ -140,11 +143,16 @@ type Backend interface {
 	//
 	// Events may be late but never out of order, and Read never returns
 	// older data than the newest event delivered (monotonic reads across
-	// Read and WatchList, on one backend instance).
+	// Read and WatchList, on one backend instance). A Delete event carries
+	// the resource as last stored, with its last Version.
+	//
+	// ctx bounds only the call; the watch lives until Close or until it
+	// ends with an error. Next is meant for one goroutine at a time. A nil
+	// tenancy means empty partition and namespace, not a wildcard.
 	WatchList(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) (Watch, error)
 
 	// OwnerReferences returns the IDs of the resources whose Owner is id
-	// (matched with Uid). Results may be stale but are monotonic with
+	// (matched with Uid; the GroupVersion is ignored). Results may be stale but are monotonic with
 	// WatchList: once a watch reported the owner's deletion, the result
 	// holds every resource the owner had at that point. Resources created
 	// with that owner after its deletion may be missed.

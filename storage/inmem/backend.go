@@ -10,7 +10,7 @@
 // holding the lock, so each watch sees changes in commit order. Reads share
 // the lock and return the stored messages themselves, without copying: per
 // the storage package's ownership rule, what a Backend returns is read-only.
-// A write copies its input once (proto.Clone) and stores that copy.
+// A write copies its input once (resource.Clone) and stores that copy.
 //
 // Resources are indexed by type (Group and Kind), then by partition,
 // namespace and name. Each type keeps its keys in a sorted slice for List;
@@ -41,9 +41,9 @@ import (
 	"strconv"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 )
 
@@ -192,7 +192,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	key := keyOf(res.Id)
 
 	// Copy outside the lock, so concurrent writers copy in parallel.
-	stored := proto.Clone(res).(*pbresource.Resource)
+	stored := resource.Clone(res)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
