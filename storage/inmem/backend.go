@@ -41,7 +41,6 @@ import (
 	"strconv"
 	"sync"
 
-
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
