@@ -65,7 +65,14 @@ func (w *Watcher) Run(ctx context.Context, typ *pbresource.Type, sink func(Event
 			retry.Reset()
 		}
 		wait := retry.NextBackOff()
-		logger.Debug("watch stream ended; re-opening", "error", err, "retry_in", wait)
+		switch status.Code(err) {
+		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
+			// Retrying will not help until someone fixes the setup (e.g.
+			// registers the type on the server); say so loudly.
+			logger.Error("cannot watch type; retrying", "error", err, "retry_in", wait)
+		default:
+			logger.Debug("watch stream ended; re-opening", "error", err, "retry_in", wait)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

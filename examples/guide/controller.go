@@ -1,0 +1,79 @@
+package guide
+
+import (
+	"context"
+	"time"
+
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/dependency"
+	"github.com/loomrt/loom/finalizer"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/runtime"
+)
+
+// ZipType is the type Bars reference.
+var ZipType = &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Zip"}
+
+// barController declares the controller.
+func barController() *controller.Controller {
+	return controller.NewController("bar", BarType, byZip).
+		WithWatch(ZipType, dependency.MapByIndex(BarType, "by-zip")).
+		WithInitializer(barInitializer{}).
+		WithReconciler(barReconciler{})
+}
+
+// byZip indexes Bars by the Zip their qux field names.
+var byZip = dependency.ReferenceIndex("by-zip", func(bar *pbfoov1.Bar) resource.ReferenceOrID {
+	return bar.Qux
+})
+
+type barReconciler struct{}
+
+const barFinalizer = "guide.example/bar-cleanup"
+
+func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+	res, err := rt.Cache.GetByID(req.ID)
+	if err != nil || res == nil {
+		return err // deleted: nothing to do
+	}
+	if finalizer.IsMarkedForDeletion(res) {
+		// Clean up whatever the Bar stood for, then let it go.
+		return finalizer.EnsureFinalizerRemoved(ctx, rt, res, barFinalizer)
+	}
+	if err := finalizer.EnsureHasFinalizer(ctx, rt, res, barFinalizer); err != nil {
+		return err
+	}
+	bar, err := resource.Decode[*pbfoov1.Bar](res)
+	if err != nil {
+		return err
+	}
+	if time.Now().Hour() < 9 && bar.Baz == "wait-for-office-hours" {
+		return controller.RequeueAfter(time.Hour)
+	}
+	_, err = rt.WriteStatus(ctx, res, "guide.bar", &pbresource.Status{
+		Conditions: []*pbresource.Condition{{
+			Type:    "Accepted",
+			State:   pbresource.Condition_STATE_TRUE,
+			Reason:  "Ok",
+			Message: "the bar looks fine",
+		}},
+	})
+	return err
+}
+
+type barInitializer struct{}
+
+// Initialize makes sure a default Bar exists before the first reconcile.
+func (barInitializer) Initialize(ctx context.Context, rt runtime.Runtime) error {
+	data, err := anyOf(&pbfoov1.Bar{Baz: "default"})
+	if err != nil {
+		return err
+	}
+	_, err = rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id:   &pbresource.ID{Type: BarType, Name: "default"},
+		Data: data,
+	}})
+	return err
+}

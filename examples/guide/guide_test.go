@@ -1,0 +1,60 @@
+package guide
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resourcetest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestGuideControllers runs the guide's code end to end.
+func TestGuideControllers(t *testing.T) {
+	client := resourcetest.RunResourceService(t, RegisterTypes)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runControllers(ctx, client, prometheus.NewRegistry()) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	read := func(name string) (*pbresource.Resource, error) {
+		rsp, err := client.Read(ctx, &pbresource.ReadRequest{Id: &pbresource.ID{Type: BarType, Name: name}})
+		return rsp.GetResource(), err
+	}
+	// The initializer made the default Bar, and the reconciler accepted it.
+	require.Eventually(t, func() bool {
+		res, err := read("default")
+		return err == nil && res.Status["guide.bar"].GetObservedGeneration() == res.Generation
+	}, 5*time.Second, 2*time.Millisecond)
+
+	data, err := anyOf(&pbfoov1.Bar{Baz: "Mixed Case"})
+	require.NoError(t, err)
+	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: &pbresource.ID{Type: BarType, Name: "mine"}, Data: data}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		res, err := read("mine")
+		return err == nil && res.Status["guide.bar"].GetObservedGeneration() == res.Generation
+	}, 5*time.Second, 2*time.Millisecond)
+	res, _ := read("mine")
+	bar := &pbfoov1.Bar{}
+	require.NoError(t, res.Data.UnmarshalTo(bar))
+	require.Equal(t, "mixed case", bar.Baz, "the Mutate hook lower-cased baz")
+
+	_, err = client.Delete(ctx, &pbresource.DeleteRequest{Id: res.Id})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := read("mine")
+		return status.Code(err) == codes.NotFound
+	}, 5*time.Second, 2*time.Millisecond, "the finalizer was released and the Bar deleted")
+
+	// The Validate hook names the field.
+	empty, _ := anyOf(&pbfoov1.Bar{})
+	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: &pbresource.ID{Type: BarType, Name: "empty"}, Data: empty}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, err.Error(), `"baz"`)
+}
