@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/dependency"
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/finalizer"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
