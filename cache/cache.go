@@ -123,10 +123,19 @@ type typeCache struct {
 	tenancies map[idKey]*pbresource.Tenancy
 }
 
-// entry is one stored resource with the index buckets it sits in.
+// entry is one stored resource with the index buckets it sits in. Most
+// entries sit in one or two buckets (owner, one custom index), which the
+// inline array holds without a second allocation.
 type entry struct {
-	res  *pbresource.Resource
-	refs []indexRef
+	res    *pbresource.Resource
+	refs   []indexRef
+	inline [2]indexRef
+}
+
+func newEntry(res *pbresource.Resource) *entry {
+	e := &entry{res: res}
+	e.refs = e.inline[:0]
+	return e
 }
 
 // AddType prepares the cache for typ with extra indexes. Adding a type again
@@ -222,7 +231,7 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
 	tc.intern(res)
 	k := idKeyOf(res.Id)
-	e := &entry{res: res}
+	e := newEntry(res)
 	for _, ix := range tc.list {
 		if err := tc.indexEntry(ix, e); err != nil {
 			removeEntry(e)
