@@ -1,0 +1,26 @@
+package controller
+
+import "context"
+
+// WaitPrimed blocks until the shared cache holds the first full snapshot
+// (up to EndOfSnapshot) of every type the registered controllers manage or
+// watch, or until ctx ends, returning ctx's error then. It does not start
+// anything: call it while Run is running (or about to run). With no
+// controllers registered it returns at once. Priming does not wait for the
+// lease: a Manager that is not the leader primes its cache all the same.
+func (m *Manager) WaitPrimed(ctx context.Context) error {
+	m.mu.Lock()
+	chans := make([]chan struct{}, 0, len(m.primed))
+	for _, ch := range m.primed {
+		chans = append(chans, ch)
+	}
+	m.mu.Unlock()
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
