@@ -17,7 +17,7 @@ PROTO_FILES := proto/pbresource/resource.proto \
 BENCH ?= .
 BENCHCOUNT ?= 5
 
-.PHONY: all build test vet proto bench dev fuzz
+.PHONY: all build test vet proto bench bench-compare dev fuzz
 
 all: build
 
@@ -62,3 +62,9 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 # Benchmarks: every workload of shared/BENCHMARKS.md, several counts.
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCHCOUNT) ./...
+	$(MAKE) bench-compare
+
+# The same workloads on the peers (client-go's workqueue and Indexer), side
+# by side with Loom's in one process; benchmarks/ is its own module.
+bench-compare:
+	cd benchmarks && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCHCOUNT) ./...
