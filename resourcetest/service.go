@@ -3,11 +3,12 @@ package resourcetest
 import (
 	"context"
 	"net"
-	"testing"
 
+	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage/inmem"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,6 +27,17 @@ type Service struct {
 	Backend *inmem.Backend
 	// Registry holds the registered types.
 	Registry resource.Registry
+	// Builtins is the Manager running the built-in controllers (the
+	// tombstone reaper), or nil without WithBuiltinControllers.
+	Builtins *controller.Manager
+}
+
+// Resource starts declaring a resource of typ called name, like the
+// package-level Resource, bound to the service's registry: its Build and
+// ID fill empty tenancy units with the defaults of typ's scope, exactly as
+// the service will store them.
+func (s *Service) Resource(typ *pbresource.Type, name string) *ResourceBuilder {
+	return Resource(typ, name).WithRegistry(s.Registry)
 }
 
 // ServiceOption configures StartService.
@@ -36,6 +48,7 @@ type serviceConfig struct {
 	aclResolver func(ctx context.Context) (resource.Authorizer, error)
 	overGRPC    bool
 	backendOpts []inmem.Option
+	builtins    bool
 }
 
 // WithTypes registers types, e.g. WithTypes(foo.RegisterTypes).
@@ -59,15 +72,24 @@ func WithBackendOptions(opts ...inmem.Option) ServiceOption {
 	return func(c *serviceConfig) { c.backendOpts = append(c.backendOpts, opts...) }
 }
 
+// WithBuiltinControllers also runs the controllers a Loom host runs next
+// to the service (today the tombstone reaper, which carries out cascading
+// deletion), on a Manager of their own that is leader until the test ends.
+// They call the service through the same client as the test, so an ACL
+// resolver given with WithACLResolver must let them through.
+func WithBuiltinControllers() ServiceOption {
+	return func(c *serviceConfig) { c.builtins = true }
+}
+
 // RunResourceService starts a ResourceService with the given types
 // registered and returns a client for it. It is stopped when the test ends.
-func RunResourceService(t testing.TB, register ...func(resource.Registry)) pbresource.ResourceServiceClient {
+func RunResourceService(t T, register ...func(resource.Registry)) pbresource.ResourceServiceClient {
 	return StartService(t, WithTypes(register...)).Client
 }
 
 // StartService starts a ResourceService configured by opts; it is stopped
 // when the test ends.
-func StartService(t testing.TB, opts ...ServiceOption) *Service {
+func StartService(t T, opts ...ServiceOption) *Service {
 	t.Helper()
 	var cfg serviceConfig
 	for _, o := range opts {
@@ -82,8 +104,19 @@ func StartService(t testing.TB, opts ...ServiceOption) *Service {
 	svc := &Service{Server: srv, Backend: backend, Registry: registry}
 	if !cfg.overGRPC {
 		svc.Client = server.NewInProcessClient(srv)
-		return svc
+	} else {
+		svc.Client = startGRPC(t, srv)
 	}
+	if cfg.builtins {
+		svc.Builtins = RunControllers(t, svc.Client, reaper.Controller())
+	}
+	return svc
+}
+
+// startGRPC serves srv over an in-memory listener and returns a gRPC
+// client for it; both stop when the test ends.
+func startGRPC(t T, srv *server.Server) pbresource.ResourceServiceClient {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	srv.Register(gs)
@@ -93,12 +126,11 @@ func StartService(t testing.TB, opts ...ServiceOption) *Service {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 	)
 	if err != nil {
-		t.Fatalf("resourcetest: connecting to the in-memory gRPC server: %v", err)
+		fatalf(t, "resourcetest: connecting to the in-memory gRPC server: %v", err)
 	}
 	t.Cleanup(func() {
 		_ = conn.Close()
 		gs.Stop()
 	})
-	svc.Client = pbresource.NewResourceServiceClient(conn)
-	return svc
+	return pbresource.NewResourceServiceClient(conn)
 }
