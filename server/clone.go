@@ -1,20 +1,17 @@
 package server
 
 import (
-	"bytes"
-	"maps"
-
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
-// Field-by-field deep copies of the messages the in-process client passes
-// across. They are several times cheaper than proto.Clone, which matters on
-// the Read path. clone_test.go fills every field of every message by
-// reflection and checks these copies against proto.Clone, so a field added
-// to resource.proto without being added here fails the tests.
+// Deep copies of the requests and watch events the in-process client passes
+// across. The resources, IDs and statuses inside them are copied with the
+// resource package's field-by-field clones, several times cheaper than
+// proto.Clone; what is left here are the wrappers. clone_test.go fills
+// every field of every request by reflection and compares these copies with
+// the originals, so a field added to resource.proto and forgotten here fails
+// the tests.
 
 func cloneType(t *pbresource.Type) *pbresource.Type {
 	if t == nil {
@@ -30,81 +27,29 @@ func cloneTenancy(t *pbresource.Tenancy) *pbresource.Tenancy {
 	return &pbresource.Tenancy{Partition: t.Partition, Namespace: t.Namespace}
 }
 
-func cloneID(id *pbresource.ID) *pbresource.ID {
-	if id == nil {
-		return nil
-	}
-	return &pbresource.ID{Uid: id.Uid, Name: id.Name, Type: cloneType(id.Type), Tenancy: cloneTenancy(id.Tenancy)}
-}
-
-func cloneReference(r *pbresource.Reference) *pbresource.Reference {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.Reference{Type: cloneType(r.Type), Tenancy: cloneTenancy(r.Tenancy), Name: r.Name, Section: r.Section}
-}
-
-func cloneCondition(c *pbresource.Condition) *pbresource.Condition {
-	if c == nil {
-		return nil
-	}
-	return &pbresource.Condition{Type: c.Type, State: c.State, Reason: c.Reason, Message: c.Message, Resource: cloneReference(c.Resource)}
-}
-
-func cloneStatus(s *pbresource.Status) *pbresource.Status {
-	if s == nil {
-		return nil
-	}
-	out := &pbresource.Status{ObservedGeneration: s.ObservedGeneration}
-	if s.Conditions != nil {
-		out.Conditions = make([]*pbresource.Condition, len(s.Conditions))
-		for i, c := range s.Conditions {
-			out.Conditions[i] = cloneCondition(c)
-		}
-	}
-	if s.UpdatedAt != nil {
-		out.UpdatedAt = &timestamppb.Timestamp{Seconds: s.UpdatedAt.Seconds, Nanos: s.UpdatedAt.Nanos}
-	}
-	return out
-}
-
-func cloneAny(a *anypb.Any) *anypb.Any {
-	if a == nil {
-		return nil
-	}
-	return &anypb.Any{TypeUrl: a.TypeUrl, Value: bytes.Clone(a.Value)}
-}
-
-func cloneResource(r *pbresource.Resource) *pbresource.Resource {
-	if r == nil {
-		return nil
-	}
-	out := &pbresource.Resource{
-		Id:         cloneID(r.Id),
-		Owner:      cloneID(r.Owner),
-		Version:    r.Version,
-		Generation: r.Generation,
-		Metadata:   maps.Clone(r.Metadata),
-		Data:       cloneAny(r.Data),
-	}
-	if r.Status != nil {
-		out.Status = make(map[string]*pbresource.Status, len(r.Status))
-		for k, v := range r.Status {
-			out.Status[k] = cloneStatus(v)
-		}
-	}
-	return out
-}
-
 func cloneResources(rs []*pbresource.Resource) []*pbresource.Resource {
 	if rs == nil {
 		return nil
 	}
 	out := make([]*pbresource.Resource, len(rs))
 	for i, r := range rs {
-		out[i] = cloneResource(r)
+		out[i] = resource.Clone(r)
 	}
 	return out
+}
+
+// upsertBlock and deleteBlock hold the three messages that wrap a copied
+// event's resource, so they cost one allocation instead of three.
+type upsertBlock struct {
+	ev     pbresource.WatchEvent
+	oneof  pbresource.WatchEvent_Upsert_
+	upsert pbresource.WatchEvent_Upsert
+}
+
+type deleteBlock struct {
+	ev     pbresource.WatchEvent
+	oneof  pbresource.WatchEvent_Delete_
+	delete pbresource.WatchEvent_Delete
 }
 
 func cloneWatchEvent(ev *pbresource.WatchEvent) *pbresource.WatchEvent {
@@ -113,19 +58,21 @@ func cloneWatchEvent(ev *pbresource.WatchEvent) *pbresource.WatchEvent {
 	}
 	switch e := ev.Event.(type) {
 	case *pbresource.WatchEvent_Upsert_:
-		if e.Upsert == nil {
-			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{}}
+		b := new(upsertBlock)
+		b.ev.Event = &b.oneof
+		if e.Upsert != nil {
+			b.oneof.Upsert = &b.upsert
+			b.upsert.Resource = resource.Clone(e.Upsert.Resource)
 		}
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{
-			Upsert: &pbresource.WatchEvent_Upsert{Resource: cloneResource(e.Upsert.Resource)},
-		}}
+		return &b.ev
 	case *pbresource.WatchEvent_Delete_:
-		if e.Delete == nil {
-			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{}}
+		b := new(deleteBlock)
+		b.ev.Event = &b.oneof
+		if e.Delete != nil {
+			b.oneof.Delete = &b.delete
+			b.delete.Resource = resource.Clone(e.Delete.Resource)
 		}
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{
-			Delete: &pbresource.WatchEvent_Delete{Resource: cloneResource(e.Delete.Resource)},
-		}}
+		return &b.ev
 	case *pbresource.WatchEvent_EndOfSnapshot_:
 		if e.EndOfSnapshot == nil {
 			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{}}
@@ -141,21 +88,21 @@ func cloneReadRequest(r *pbresource.ReadRequest) *pbresource.ReadRequest {
 	if r == nil {
 		return nil
 	}
-	return &pbresource.ReadRequest{Id: cloneID(r.Id)}
+	return &pbresource.ReadRequest{Id: resource.CloneID(r.Id)}
 }
 
 func cloneWriteRequest(r *pbresource.WriteRequest) *pbresource.WriteRequest {
 	if r == nil {
 		return nil
 	}
-	return &pbresource.WriteRequest{Resource: cloneResource(r.Resource)}
+	return &pbresource.WriteRequest{Resource: resource.Clone(r.Resource)}
 }
 
 func cloneWriteStatusRequest(r *pbresource.WriteStatusRequest) *pbresource.WriteStatusRequest {
 	if r == nil {
 		return nil
 	}
-	return &pbresource.WriteStatusRequest{Id: cloneID(r.Id), Version: r.Version, Key: r.Key, Status: cloneStatus(r.Status)}
+	return &pbresource.WriteStatusRequest{Id: resource.CloneID(r.Id), Version: r.Version, Key: r.Key, Status: resource.CloneStatus(r.Status)}
 }
 
 func cloneListRequest(r *pbresource.ListRequest) *pbresource.ListRequest {
@@ -169,14 +116,14 @@ func cloneListByOwnerRequest(r *pbresource.ListByOwnerRequest) *pbresource.ListB
 	if r == nil {
 		return nil
 	}
-	return &pbresource.ListByOwnerRequest{Owner: cloneID(r.Owner)}
+	return &pbresource.ListByOwnerRequest{Owner: resource.CloneID(r.Owner)}
 }
 
 func cloneDeleteRequest(r *pbresource.DeleteRequest) *pbresource.DeleteRequest {
 	if r == nil {
 		return nil
 	}
-	return &pbresource.DeleteRequest{Id: cloneID(r.Id), Version: r.Version}
+	return &pbresource.DeleteRequest{Id: resource.CloneID(r.Id), Version: r.Version}
 }
 
 func cloneWatchListRequest(r *pbresource.WatchListRequest) *pbresource.WatchListRequest {
@@ -190,5 +137,5 @@ func cloneMutateAndValidateRequest(r *pbresource.MutateAndValidateRequest) *pbre
 	if r == nil {
 		return nil
 	}
-	return &pbresource.MutateAndValidateRequest{Resource: cloneResource(r.Resource)}
+	return &pbresource.MutateAndValidateRequest{Resource: resource.Clone(r.Resource)}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // fill sets every field of m, recursively, to a value derived from seed, so
@@ -83,7 +84,6 @@ func TestClones(t *testing.T) {
 		msg   proto.Message
 		clone func(proto.Message) proto.Message
 	}{
-		"Resource":     {&pbresource.Resource{}, func(m proto.Message) proto.Message { return cloneResource(m.(*pbresource.Resource)) }},
 		"ReadRequest":  {&pbresource.ReadRequest{}, func(m proto.Message) proto.Message { return cloneReadRequest(m.(*pbresource.ReadRequest)) }},
 		"WriteRequest": {&pbresource.WriteRequest{}, func(m proto.Message) proto.Message { return cloneWriteRequest(m.(*pbresource.WriteRequest)) }},
 		"WriteStatusRequest": {&pbresource.WriteStatusRequest{}, func(m proto.Message) proto.Message {
@@ -102,7 +102,7 @@ func TestClones(t *testing.T) {
 			return &pbresource.ListResponse{Resources: cloneResources(m.(*pbresource.ListResponse).Resources)}
 		}},
 		"ReadResponse": {&pbresource.ReadResponse{}, func(m proto.Message) proto.Message {
-			return &pbresource.ReadResponse{Resource: cloneResource(m.(*pbresource.ReadResponse).Resource)}
+			return &pbresource.ReadResponse{Resource: resource.Clone(m.(*pbresource.ReadResponse).Resource)}
 		}},
 		// Responses holding one Resource are all alike; ListByOwner's and
 		// WriteStatus's have the same shape as these.
@@ -132,17 +132,29 @@ func TestClones(t *testing.T) {
 }
 
 func TestCloneWatchEvent(t *testing.T) {
-	res := &pbresource.Resource{}
-	fill(res.ProtoReflect(), 0, 0)
+	filled := func() *pbresource.Resource {
+		res := &pbresource.Resource{}
+		fill(res.ProtoReflect(), 0, 0)
+		return res
+	}
 	for _, ev := range []*pbresource.WatchEvent{
-		{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}},
-		{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res}}},
+		{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: filled()}}},
+		{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: filled()}}},
 		{Event: &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{}}},
 		{Event: &pbresource.WatchEvent_Upsert_{}},
+		{Event: &pbresource.WatchEvent_Delete_{}},
+		{Event: &pbresource.WatchEvent_EndOfSnapshot_{}},
 		{},
 	} {
-		require.True(t, proto.Equal(ev, cloneWatchEvent(ev)), "%v", ev)
+		c := cloneWatchEvent(ev)
+		require.True(t, proto.Equal(ev, c), "%v", ev)
+
+		// No sharing: changing the original leaves the copy alone.
+		snapshot := proto.Clone(c)
+		fill(ev.ProtoReflect(), 5, 0)
+		require.True(t, proto.Equal(snapshot, c), "%v", ev)
 	}
+	require.Nil(t, cloneWatchEvent(nil))
 	for _, m := range []proto.Message{&pbresource.WatchEvent{}, &pbresource.WatchEvent_Upsert{}, &pbresource.WatchEvent_Delete{}, &pbresource.WatchEvent_EndOfSnapshot{}} {
 		want := map[string]int{"WatchEvent": 3, "Upsert": 1, "Delete": 1, "EndOfSnapshot": 0}[string(m.ProtoReflect().Descriptor().Name())]
 		require.Equal(t, want, m.ProtoReflect().Descriptor().Fields().Len(), "%T changed: update cloneWatchEvent", m)

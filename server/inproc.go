@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // inprocWatchBuffer is how many events the in-process WatchList stream holds
@@ -52,7 +53,7 @@ func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ .
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.ReadResponse{Resource: cloneResource(out.Resource)}, nil
+	return &pbresource.ReadResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
 func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, _ ...grpc.CallOption) (*pbresource.WriteResponse, error) {
@@ -60,7 +61,7 @@ func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, _
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.WriteResponse{Resource: cloneResource(out.Resource)}, nil
+	return &pbresource.WriteResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
 func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, _ ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
@@ -68,7 +69,7 @@ func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStat
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.WriteStatusResponse{Resource: cloneResource(out.Resource)}, nil
+	return &pbresource.WriteStatusResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
 func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ ...grpc.CallOption) (*pbresource.ListResponse, error) {
@@ -99,7 +100,7 @@ func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.Mut
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.MutateAndValidateResponse{Resource: cloneResource(out.Resource)}, nil
+	return &pbresource.MutateAndValidateResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
 func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
