@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/internal/benchutil"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -17,124 +20,267 @@ import (
 // a small message as data.
 var widgetType = &pbresource.Type{Group: "bench", GroupVersion: "v1", Kind: "Widget"}
 
-func widgetID(i int) *pbresource.ID {
+func widgetID(name string) *pbresource.ID {
 	return &pbresource.ID{
 		Type:    widgetType,
 		Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
-		Name:    fmt.Sprintf("widget-%d", i),
+		Name:    name,
 	}
 }
 
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+func widgetName(i int) string { return "widget-" + strconv.Itoa(i) }
+
+// benchEnv is a server with the widget type registered, and a client to it
+// over the named transport: "inproc" (NewInProcessClient) or "grpc" (a real
+// grpc.Server on a loopback listener and a grpc.NewClient connection). stop
+// ends the gRPC server and connection.
+func benchEnv(b *testing.B, transport string) (env *testEnv, client pbresource.ResourceServiceClient, stop func()) {
+	b.Helper()
+	env = newEnv(b)
+	env.registry.Register(resource.Registration{Type: widgetType, Proto: &pbfoov1.Zip{}, Scope: resource.ScopeNamespace})
+	if transport == "grpc" {
+		client, stop = serveLoopback(b, env)
+		return env, client, stop
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return env, env.client, func() {}
 }
 
 // BenchmarkW7 is workload W7 of BENCHMARKS.md: the service's operations
 // through the in-process client and over loopback gRPC, with 1 and 4 client
-// goroutines. It reports process CPU per operation next to wall time.
+// goroutines (sharing one client, and for gRPC one connection). Besides
+// wall time it reports ops/s and the process CPU per operation, which counts
+// the client, the server and the runtime on every core; allocs/op counts
+// the allocations of the whole process too.
+//
+// Each client goroutine has a resource of its own to update, write the
+// status of and read, so the writes do not contend for one resource. An
+// update alternates between two data payloads, so every Write changes the
+// resource (an unchanged Write is a no-op and would measure less).
 func BenchmarkW7(b *testing.B) {
 	for _, transport := range []string{"inproc", "grpc"} {
-		for _, clients := range []int{1, 4} {
-			for _, op := range []string{"write-create", "write-update", "writestatus", "read", "list-10k"} {
+		for _, op := range []string{"write-create", "write-update", "writestatus", "read", "list-10k"} {
+			for _, clients := range []int{1, 4} {
 				name := fmt.Sprintf("%s/%s/clients=%d", transport, op, clients)
-				b.Run(name, func(b *testing.B) { benchOp(b, transport, op, clients) })
+				b.Run(name, func(b *testing.B) { benchW7(b, transport, op, clients) })
 			}
 		}
 	}
 }
 
-func benchOp(b *testing.B, transport, op string, clients int) {
-	env := newEnv(b)
-	env.registry.Register(resource.Registration{Type: widgetType, Proto: &pbfoov1.Zip{}, Scope: resource.ScopeNamespace})
-	client := env.client
-	if transport == "grpc" {
-		client = grpcClientB(b, env)
-	}
+func benchW7(b *testing.B, transport, op string, clients int) {
+	_, client, stop := benchEnv(b, transport)
+	defer stop()
 	ctx := context.Background()
-	data := mustAny(b, &pbfoov1.Zip{Zap: "some widget data"})
+	data := [2]*pbresource.Resource{} // only Data is used
+	for i := range data {
+		data[i] = &pbresource.Resource{Data: mustAny(b, &pbfoov1.Zip{Zap: "some widget data, version " + strconv.Itoa(i)})}
+	}
 
-	seed := 1
+	// Client c owns widget-c; list-10k stores 10,000 widgets.
+	seed := clients
 	if op == "list-10k" {
 		seed = 10_000
 	}
-	var stored []*pbresource.Resource
+	owned := make([]*pbresource.Resource, seed)
 	for i := range seed {
-		out, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: widgetID(i), Data: data}})
+		out, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: widgetID(widgetName(i)), Data: data[0].Data}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		stored = append(stored, out.Resource)
+		owned[i] = out.Resource
 	}
-	var counter atomic.Int64
-	counter.Store(int64(seed))
+	// Names of the widgets write-create makes, built before the clock runs.
+	var names []string
+	if op == "write-create" {
+		names = make([]string, b.N)
+		for i := range names {
+			names[i] = widgetName(seed + i)
+		}
+	}
+	var created atomic.Int64
 
-	do := func() error {
+	// do runs the i-th operation of client c.
+	do := func(c, i int) error {
 		switch op {
 		case "write-create":
-			i := int(counter.Add(1))
-			_, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: widgetID(i), Data: data}})
+			n := created.Add(1) - 1
+			_, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: widgetID(names[n]), Data: data[0].Data}})
 			return err
 		case "write-update":
-			i := counter.Add(1)
 			_, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
-				Id: widgetID(0), Data: mustAny(b, &pbfoov1.Zip{Zap: fmt.Sprint(i)}),
+				Id: owned[c].Id, Data: data[(i+1)%2].Data,
 			}})
 			return err
 		case "writestatus":
 			_, err := client.WriteStatus(ctx, &pbresource.WriteStatusRequest{
-				Id: stored[0].Id, Key: "bench.widget", Status: simpleStatus(stored[0].Generation),
+				Id: owned[c].Id, Key: "bench.widget", Status: simpleStatus(owned[c].Generation),
 			})
 			return err
 		case "read":
-			_, err := client.Read(ctx, &pbresource.ReadRequest{Id: widgetID(0)})
+			_, err := client.Read(ctx, &pbresource.ReadRequest{Id: owned[c].Id})
 			return err
 		case "list-10k":
-			out, err := client.List(ctx, &pbresource.ListRequest{Type: widgetType})
+			out, err := client.List(ctx, &pbresource.ListRequest{Type: widgetType, Tenancy: owned[0].Id.Tenancy})
 			if err == nil && len(out.Resources) != seed {
-				err = fmt.Errorf("listed %d", len(out.Resources))
+				err = fmt.Errorf("listed %d resources, want %d", len(out.Resources), seed)
 			}
 			return err
 		}
-		return nil
+		panic("unknown op " + op)
 	}
 
 	b.ReportAllocs()
-	b.SetParallelism(1)
-	cpu0 := processCPU()
-	start := time.Now()
 	b.ResetTimer()
-	if clients == 1 {
-		for range b.N {
-			if err := do(); err != nil {
+	span := benchutil.Start()
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		// Client c does every clients-th operation.
+		wg.Go(func() {
+			for i := c; i < b.N; i += clients {
+				if err := do(c, i/clients); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r := span.Stop()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(r.CPU.Nanoseconds())/1e3/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64(b.N)/r.Wall.Seconds(), "ops/s")
+}
+
+// BenchmarkW8 is workload W8 of BENCHMARKS.md at the ResourceService level:
+// 100 WatchList streams on one type, 10,000 writes (creates) from one
+// goroutine; an iteration ends when every stream has received every event.
+// The streams use the named transport (for gRPC: 100 streams on one
+// connection); the writes always go through the in-process client, so the
+// figure is the cost of the fan-out and not that of 10,000 write RPCs
+// (BenchmarkW7 measures those).
+//
+// It reports the events delivered per second in total (100 × 10,000 over
+// the time from the first write until the last stream has its last event),
+// the process CPU and allocations per delivered event, and lag-p99-ms: the 99th percentile,
+// over a sample of one event in ten per stream, of the time from the
+// return of the Write that caused an event until a stream's Recv returned
+// it (an event received before its Write returned counts as 0). The lag is
+// the median of the iterations' percentiles.
+func BenchmarkW8(b *testing.B) {
+	for _, transport := range []string{"inproc", "grpc"} {
+		b.Run(transport, func(b *testing.B) { benchW8(b, transport) })
+	}
+}
+
+func benchW8(b *testing.B, transport string) {
+	const (
+		streams   = 100
+		writes    = 10_000
+		lagSample = 10 // time one event in lagSample per stream
+	)
+	names := make([]string, writes)
+	for i := range names {
+		names[i] = widgetName(i)
+	}
+	payload := mustAny(b, &pbfoov1.Zip{Zap: "a small payload for a widget"})
+
+	var (
+		totalEvents  float64
+		totalElapsed time.Duration
+		totalCPU     time.Duration
+		totalAllocs  uint64
+		p99s         []time.Duration
+	)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		env, client, stop := benchEnv(b, transport)
+		ctx, cancel := context.WithCancel(context.Background())
+		// Times are taken relative to base, which is set before any
+		// goroutine starts.
+		base := time.Now()
+		returned := make([]time.Duration, writes) // written by the writer only
+		lags := make([][]time.Duration, streams)  // receive times; stream w writes lags[w] only
+		errs := make(chan error, streams)
+		var ready, wg sync.WaitGroup
+		for w := range streams {
+			stream, err := client.WatchList(ctx, &pbresource.WatchListRequest{Type: widgetType})
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	} else {
-		var next atomic.Int64
-		done := make(chan error, clients)
-		for range clients {
-			go func() {
-				for next.Add(1) <= int64(b.N) {
-					if err := do(); err != nil {
-						done <- err
+			lags[w] = make([]time.Duration, 0, writes/lagSample+1)
+			ready.Add(1)
+			wg.Go(func() {
+				ev, err := stream.Recv()
+				ready.Done()
+				if err != nil || ev.GetEndOfSnapshot() == nil {
+					errs <- fmt.Errorf("stream %d: want EndOfSnapshot, got %v, %v", w, ev, err)
+					return
+				}
+				for i := range writes {
+					ev, err := stream.Recv()
+					if err != nil {
+						errs <- fmt.Errorf("stream %d, event %d: %w", w, i, err)
 						return
 					}
+					if got := ev.GetUpsert().GetResource().GetId().GetName(); got != names[i] {
+						errs <- fmt.Errorf("stream %d, event %d: got %q, want an upsert of %q", w, i, got, names[i])
+						return
+					}
+					// Reading the clock is not free; time a sample.
+					if (i+w)%lagSample == 0 {
+						lags[w] = append(lags[w], time.Since(base))
+					}
 				}
-				done <- nil
-			}()
+			})
 		}
-		for range clients {
-			if err := <-done; err != nil {
+		ready.Wait()
+		b.StartTimer()
+
+		span := benchutil.Start()
+		for i, name := range names {
+			if _, err := env.client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
+				Id: widgetID(name), Metadata: map[string]string{"team": "bench"}, Data: payload,
+			}}); err != nil {
 				b.Fatal(err)
 			}
+			returned[i] = time.Since(base)
 		}
+		wg.Wait()
+		r := span.Stop()
+		b.StopTimer()
+		cancel()
+		stop()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+
+		totalEvents += streams * writes
+		totalElapsed += r.Wall
+		totalCPU += r.CPU
+		totalAllocs += r.Allocs
+		all := make([]time.Duration, 0, streams*(writes/lagSample+1))
+		for w, l := range lags {
+			for j, at := range l {
+				// The j-th timed event of stream w is event i.
+				i := j*lagSample + (lagSample-w%lagSample)%lagSample
+				all = append(all, max(0, at-returned[i]))
+			}
+		}
+		slices.Sort(all)
+		p99s = append(p99s, all[len(all)*99/100])
+		b.StartTimer()
 	}
 	b.StopTimer()
-	elapsed := time.Since(start)
-	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+	slices.Sort(p99s)
+	b.ReportMetric(totalEvents/totalElapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(totalCPU.Nanoseconds())/totalEvents, "cpu-ns/event")
+	b.ReportMetric(float64(p99s[len(p99s)/2].Microseconds())/1e3, "lag-p99-ms")
+	b.ReportMetric(float64(totalAllocs)/totalEvents, "allocs/event")
 }

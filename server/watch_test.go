@@ -63,25 +63,39 @@ func requireSnapshot(t *testing.T, stream watchStream, n int) []string {
 	return names
 }
 
-// grpcClient serves env's server on a loopback listener and returns a real
-// gRPC client to it.
-func grpcClient(t *testing.T, env *testEnv) pbresource.ResourceServiceClient {
+// serveLoopback serves env's server with a real grpc.Server on a loopback
+// listener and returns a gRPC client to it (grpc.NewClient, insecure
+// credentials), and a function that closes the connection and stops the
+// server.
+func serveLoopback(t testing.TB, env *testEnv) (pbresource.ResourceServiceClient, func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	gs := grpc.NewServer()
 	env.server.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return pbresource.NewResourceServiceClient(conn)
+	if err != nil {
+		gs.Stop()
+		require.NoError(t, err)
+	}
+	return pbresource.NewResourceServiceClient(conn), func() {
+		_ = conn.Close()
+		gs.Stop()
+	}
+}
+
+// grpcClient is serveLoopback, stopped when the test ends.
+func grpcClient(t testing.TB, env *testEnv) pbresource.ResourceServiceClient {
+	t.Helper()
+	client, stop := serveLoopback(t, env)
+	t.Cleanup(stop)
+	return client
 }
 
 func TestWatchList(t *testing.T) {
-	for name, mkClient := range map[string]func(*testing.T, *testEnv) pbresource.ResourceServiceClient{
-		"in-process": func(_ *testing.T, env *testEnv) pbresource.ResourceServiceClient { return env.client },
+	for name, mkClient := range map[string]func(testing.TB, *testEnv) pbresource.ResourceServiceClient{
+		"in-process": func(_ testing.TB, env *testEnv) pbresource.ResourceServiceClient { return env.client },
 		"grpc":       grpcClient,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -200,23 +214,4 @@ func TestWatchList_ACL(t *testing.T) {
 	env.write(t, bar(t, "secret", "y"))
 	env.write(t, bar(t, "public", "y"))
 	require.Equal(t, "public", recvEvent(t, stream).GetUpsert().GetResource().GetId().GetName())
-}
-
-// grpcClientB is grpcClient for benchmarks.
-func grpcClientB(b *testing.B, env *testEnv) pbresource.ResourceServiceClient {
-	b.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	env.server.Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return pbresource.NewResourceServiceClient(conn)
 }
