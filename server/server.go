@@ -123,6 +123,7 @@ type Server struct {
 	registry resource.Registry
 	logger   hclog.Logger
 	resolve  func(ctx context.Context) (resource.Authorizer, error)
+	encoded  *encodedEvents // see watch_encode.go
 }
 
 var _ pbresource.ResourceServiceServer = (*Server)(nil)
@@ -139,6 +140,7 @@ func New(cfg Config) *Server {
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		resolve:  cfg.ACLResolver,
+		encoded:  newEncodedEvents(),
 	}
 	if s.registry == nil {
 		s.registry = resource.NewRegistry()

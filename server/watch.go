@@ -6,6 +6,7 @@ import (
 	"github.com/loomrt/loom/storage"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -40,6 +41,9 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	}
 	defer w.Close()
 
+	// After the snapshot, the backend's events may be shared with other
+	// watches; over gRPC they are then marshalled once for all streams.
+	shared, deltas := sharesEncoding(ctx, stream), false
 	for {
 		ev, err := w.Next(ctx)
 		if err != nil {
@@ -54,6 +58,13 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 					continue
 				}
 				return s.fail("WatchList", res.Id, aclError(err))
+			}
+		}
+		if ev.GetEndOfSnapshot() != nil {
+			deltas = true
+		} else if shared && deltas {
+			if ev, err = s.encoded.standIn(ev); err != nil {
+				return s.fail("WatchList", nil, status.Errorf(codes.Internal, "marshalling a watch event: %v", err))
 			}
 		}
 		if err := stream.Send(ev); err != nil {
