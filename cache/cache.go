@@ -93,6 +93,19 @@ type Cache struct {
 	mu      sync.RWMutex
 	types   map[typeKey]*typeCache
 	queries map[string]Query
+
+	// onIndexError is told about index functions that fail; it is set
+	// before use and never changed.
+	onIndexError func(index string, res *pbresource.Resource, err error)
+}
+
+// OnIndexError sets the function told when an index function fails for a
+// resource (e.g. to log it). Such a resource is still cached, and found by
+// its ID and the other indexes, but is left out of the failing index: one
+// malformed resource must not stop a whole type from being cached. Call it
+// before the cache is used.
+func (c *Cache) OnIndexError(fn func(index string, res *pbresource.Resource, err error)) {
+	c.onIndexError = fn
 }
 
 // New returns an empty cache.
@@ -111,6 +124,7 @@ func typeKeyOf(t *pbresource.Type) typeKey { return typeKey{t.GetGroup(), t.GetK
 
 // typeCache holds the resources of one type (all its versions).
 type typeCache struct {
+	cache   *Cache
 	mu      sync.RWMutex
 	typ     *pbresource.Type
 	byID    map[idKey]*entry
@@ -150,6 +164,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 	tc, ok := c.types[key]
 	if !ok {
 		tc = &typeCache{
+			cache: c,
 			typ:       &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
 			byID:      make(map[idKey]*entry),
 			indexes:   make(map[string]*index),
@@ -170,9 +185,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 		}
 		tc.addIndex(ix)
 		for _, e := range tc.byID {
-			if err := tc.indexEntry(tc.indexes[ix.name], e); err != nil {
-				return err
-			}
+			tc.indexEntry(tc.indexes[ix.name], e)
 		}
 	}
 	return nil
@@ -217,7 +230,7 @@ func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
 
 // Upsert stores res (which the cache keeps: the caller must not change it
 // afterwards) and returns the resource it replaced, if any. An index
-// function's error leaves the cache unchanged.
+// function's error leaves res out of that index (see OnIndexError).
 func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err error) {
 	tc, err := c.typeCache(res.GetId().GetType())
 	if err != nil {
@@ -233,10 +246,7 @@ func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, err
 	k := idKeyOf(res.Id)
 	e := newEntry(res)
 	for _, ix := range tc.list {
-		if err := tc.indexEntry(ix, e); err != nil {
-			removeEntry(e)
-			return nil, fmt.Errorf("index %q of %s: %w", ix.def.name, resource.IDString(res.Id), err)
-		}
+		tc.indexEntry(ix, e)
 	}
 	var old *pbresource.Resource
 	if prev, ok := tc.byID[k]; ok {
@@ -247,18 +257,22 @@ func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, err
 	return old, nil
 }
 
-func (tc *typeCache) indexEntry(ix *index, e *entry) error {
+// indexEntry adds e to ix under the keys the index function gives; when
+// the function fails, e stays out of ix and the failure is reported.
+func (tc *typeCache) indexEntry(ix *index, e *entry) {
 	keys, err := ix.def.keys(e.res)
-	if err != nil {
-		return err
+	if err == nil && !ix.def.multi && len(keys) > 1 {
+		err = fmt.Errorf("single-valued index returned %d keys", len(keys))
 	}
-	if !ix.def.multi && len(keys) > 1 {
-		return fmt.Errorf("single-valued index returned %d keys", len(keys))
+	if err != nil {
+		if report := tc.cache.onIndexError; report != nil {
+			report(ix.def.name, e.res, err)
+		}
+		return
 	}
 	for _, k := range keys {
 		ix.insert(e, k)
 	}
-	return nil
 }
 
 // intern points res's Type and Tenancy at shared copies.

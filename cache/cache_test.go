@@ -175,8 +175,12 @@ func TestParents(t *testing.T) {
 	assert.ElementsMatch(t, []string{"p", "n", "exact"}, names(got))
 }
 
-func TestIndexErrorsLeaveCacheUnchanged(t *testing.T) {
+func TestIndexErrorsLeaveTheResourceOutOfThatIndex(t *testing.T) {
 	c := cache.New()
+	var reported []string
+	c.OnIndexError(func(index string, r *pbresource.Resource, err error) {
+		reported = append(reported, index+":"+r.Id.Name+":"+err.Error())
+	})
 	failing := cache.NewIndex("fails", func(r *pbresource.Resource) (string, bool, error) {
 		if r.Metadata["bad"] == "yes" {
 			return "", false, fmt.Errorf("boom")
@@ -187,11 +191,34 @@ func TestIndexErrorsLeaveCacheUnchanged(t *testing.T) {
 	_, err := c.Upsert(res(artistType, "a", "1", nil, nil))
 	require.NoError(t, err)
 	_, err = c.Upsert(res(artistType, "a", "2", nil, map[string]string{"bad": "yes"}))
-	assert.ErrorContains(t, err, "boom")
+	require.NoError(t, err, "one bad resource must not stop the type from being cached")
 	got, _ := c.GetByID(id(artistType, "a"))
-	assert.Equal(t, "1", got.Version)
+	assert.Equal(t, "2", got.Version)
 	list, _ := c.List(artistType, "fails", "k")
-	assert.Len(t, list, 1)
+	assert.Empty(t, list)
+	assert.Equal(t, []string{"fails:a:boom"}, reported)
+}
+
+func TestDecodedIndexSkipsOtherMessages(t *testing.T) {
+	c := cache.New()
+	byPartition := cache.NewDecodedIndex("partition", func(_ *pbresource.Resource, ten *pbresource.Tenancy) (string, bool, error) {
+		return ten.Partition, true, nil
+	})
+	var reported int
+	c.OnIndexError(func(string, *pbresource.Resource, error) { reported++ })
+	require.NoError(t, c.AddType(artistType, byPartition))
+	tenancyData, _ := anypb.New(&pbresource.Tenancy{Partition: "p1"})
+	otherData, _ := anypb.New(&pbresource.Tombstone{})
+	r1 := res(artistType, "one", "1", nil, nil)
+	r1.Data = tenancyData
+	r2 := res(artistType, "two", "2", nil, nil)
+	r2.Data = otherData
+	_, _ = c.Upsert(r1)
+	_, _ = c.Upsert(r2)
+	got, err := c.List(artistType, "partition", "p1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"one"}, names(got))
+	assert.Zero(t, reported, "another message type is not an error, just not indexed")
 }
 
 func TestAddTypeRules(t *testing.T) {

@@ -46,8 +46,13 @@ func NewMultiIndex(name string, fn func(res *pbresource.Resource) ([]string, err
 }
 
 // NewDecodedIndex is NewIndex over the resource's decoded Data of type T.
+// Resources whose Data holds another message (e.g. another GroupVersion of
+// the type, which the cache holds too) are left out of the index.
 func NewDecodedIndex[T proto.Message](name string, fn func(res *pbresource.Resource, data T) (key string, ok bool, err error)) *Index {
 	return NewIndex(name, func(res *pbresource.Resource) (string, bool, error) {
+		if !holds[T](res) {
+			return "", false, nil
+		}
 		data, err := resource.Decode[T](res)
 		if err != nil {
 			return "", false, err
@@ -56,9 +61,13 @@ func NewDecodedIndex[T proto.Message](name string, fn func(res *pbresource.Resou
 	})
 }
 
-// NewDecodedMultiIndex is NewMultiIndex over the resource's decoded Data.
+// NewDecodedMultiIndex is NewMultiIndex over the resource's decoded Data;
+// like NewDecodedIndex, it skips resources holding another message.
 func NewDecodedMultiIndex[T proto.Message](name string, fn func(res *pbresource.Resource, data T) ([]string, error)) *Index {
 	return NewMultiIndex(name, func(res *pbresource.Resource) ([]string, error) {
+		if !holds[T](res) {
+			return nil, nil
+		}
 		data, err := resource.Decode[T](res)
 		if err != nil {
 			return nil, err
@@ -144,4 +153,10 @@ func checkIndexes(defs []*Index) error {
 		seen[d.name] = true
 	}
 	return nil
+}
+
+// holds reports whether res's Data is a T (by the Any's type name).
+func holds[T proto.Message](res *pbresource.Resource) bool {
+	var zero T
+	return res.GetData() != nil && res.Data.MessageName() == zero.ProtoReflect().Descriptor().FullName()
 }

@@ -97,6 +97,10 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 	}
 	m.lease = m.flag
 	m.stopped = sync.NewCond(&m.singletonsMu)
+	m.cache.OnIndexError(func(index string, res *pbresource.Resource, err error) {
+		m.logger.Warn("cache index function failed; the resource is left out of that index",
+			"index", index, "resource", resource.IDString(res.Id), "error", err)
+	})
 	for _, opt := range opts {
 		if err := opt(m); err != nil {
 			return nil, err

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -31,6 +33,19 @@ const ControllerName = "tombstone-reaper"
 // owner is deleted, so this is normally a brief race; it lasts if that
 // delete failed).
 const OwnerAliveRecheck = 10 * time.Second
+
+// ownerAliveRetry is how soon a young tombstone with a live owner is looked
+// at again.
+const ownerAliveRetry = 20 * time.Millisecond
+
+// writtenAt returns when tomb was last written (its Generation is a ULID).
+func writtenAt(tomb *pbresource.Resource) time.Time {
+	id, err := ulid.ParseStrict(tomb.Generation)
+	if err != nil {
+		return time.Time{}
+	}
+	return ulid.Time(id.Time())
+}
 
 // Controller returns the reaper controller, ready to Register.
 func Controller() *controller.Controller {
@@ -63,6 +78,12 @@ func (reconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime
 		return err
 	}
 	if alive {
+		// The service writes the tombstone just before it deletes the
+		// owner, so a young tombstone with a live owner is usually that
+		// moment: look again soon. An old one means the delete failed.
+		if time.Since(writtenAt(tomb)) < OwnerAliveRecheck {
+			return controller.RequeueAfter(ownerAliveRetry)
+		}
 		return controller.RequeueAfter(OwnerAliveRecheck)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
+	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -154,4 +155,29 @@ func TestNoTombstoneWithoutChildren(t *testing.T) {
 	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: lonely.Id})
 	require.NoError(t, err)
 	require.Zero(t, countTombstones(t, client))
+}
+
+func TestTombstoneSeenBeforeItsOwnerIsGone(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	owner := write(t, client, foo.ZipType, "owner", nil)
+	child := write(t, client, foo.BarV1Type, "child", owner.Id)
+
+	// The service writes the tombstone just before it deletes the owner; a
+	// reaper may see it in between. Make that moment last.
+	data, err := anypb.New(&pbresource.Tombstone{Owner: owner.Id})
+	require.NoError(t, err)
+	_, err = client.Write(context.Background(), &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id: server.TombstoneID(owner.Id), Data: data,
+	}})
+	require.NoError(t, err)
+	runReaper(t, client)
+	require.Never(t, func() bool { return !exists(client, child.Id) }, 100*time.Millisecond, 5*time.Millisecond,
+		"nothing is reaped while the owner lives")
+
+	_, err = client.Delete(context.Background(), &pbresource.DeleteRequest{Id: owner.Id})
+	require.NoError(t, err)
+	// Well within reaper.OwnerAliveRecheck: a young tombstone is looked at
+	// again soon.
+	require.Eventually(t, func() bool { return !exists(client, child.Id) && countTombstones(t, client) == 0 },
+		reaper.OwnerAliveRecheck/2, 5*time.Millisecond)
 }
