@@ -173,7 +173,7 @@ func BenchmarkW3(b *testing.B) {
 					tot.Report(b)
 					cpu := float64(tot.CPU.Nanoseconds()) / float64(tot.Items)
 					if im.name == "loom" {
-						recordLoom(workload, "cpu-ns/item", cpu)
+						recordLoom(b, workload, "cpu-ns/item", cpu)
 					} else {
 						reportRatio(b, workload, "cpu-ns/item", cpu)
 					}
@@ -210,7 +210,7 @@ func BenchmarkW4(b *testing.B) {
 			b.ReportMetric(perAdd, "cpu-ns/add")
 			b.ReportMetric(float64(handedTotal)/float64(b.N), "handed")
 			if im.name == "loom" {
-				recordLoom("W4", "cpu-ns/add", perAdd)
+				recordLoom(b, "W4", "cpu-ns/add", perAdd)
 			} else {
 				reportRatio(b, "W4", "cpu-ns/add", perAdd)
 			}
@@ -252,7 +252,7 @@ func BenchmarkW5(b *testing.B) {
 			b.ReportMetric(ms, "ms-drain")
 			b.ReportMetric(float64(addTotal.Nanoseconds())/float64(b.N*n), "ns/add")
 			if im.name == "loom" {
-				recordLoom("W5", "ms-drain", ms)
+				recordLoom(b, "W5", "ms-drain", ms)
 			} else {
 				reportRatio(b, "W5", "ms-drain", ms)
 			}

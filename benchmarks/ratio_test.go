@@ -9,18 +9,25 @@ import (
 // loomFigures keeps, per workload and metric, what the impl=loom
 // sub-benchmarks measured in this process, so the peers' sub-benchmarks can
 // report their ratio to it. go test runs every count of one sub-benchmark
-// before the next sub-benchmark, so Loom's runs are all in by then.
+// before the next sub-benchmark, so Loom's runs are all in by then. Each
+// count has its own *testing.B, whose function is called with growing b.N
+// until the run is long enough; only its last call is reported, so only
+// its last figure is kept.
 var loomFigures = struct {
 	sync.Mutex
-	m map[string][]float64
-}{m: map[string][]float64{}}
+	m map[string]map[*testing.B]float64
+}{m: map[string]map[*testing.B]float64{}}
 
-// recordLoom remembers one Loom figure of workload (e.g. "W3/workers=4").
-func recordLoom(workload, metric string, v float64) {
+// recordLoom remembers the Loom figure of workload (e.g. "W3/workers=4")
+// measured by b.
+func recordLoom(b *testing.B, workload, metric string, v float64) {
 	loomFigures.Lock()
 	defer loomFigures.Unlock()
 	k := workload + " " + metric
-	loomFigures.m[k] = append(loomFigures.m[k], v)
+	if loomFigures.m[k] == nil {
+		loomFigures.m[k] = map[*testing.B]float64{}
+	}
+	loomFigures.m[k][b] = v
 }
 
 // reportRatio reports peer divided by the median Loom figure of the same
@@ -29,7 +36,10 @@ func recordLoom(workload, metric string, v float64) {
 // for Loom.
 func reportRatio(b *testing.B, workload, metric string, peer float64) {
 	loomFigures.Lock()
-	vs := slices.Clone(loomFigures.m[workload+" "+metric])
+	var vs []float64
+	for _, v := range loomFigures.m[workload+" "+metric] {
+		vs = append(vs, v)
+	}
 	loomFigures.Unlock()
 	if len(vs) == 0 {
 		return
