@@ -1,39 +1,112 @@
 package foo_test
 
+// These tests show how to test a controller with the resourcetest kit: an
+// end-to-end test that runs the controller against the real
+// ResourceService, and a table test that runs one Reconcile at a time.
+
 import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
-func runBarController(t *testing.T, client pbresource.ResourceServiceClient, opts ...controller.ManagerOption) *controller.Manager {
-	t.Helper()
-	m, err := controller.NewManager(client, nil, opts...)
-	require.NoError(t, err)
-	foo.RegisterControllers(m)
-	m.SetLeader(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = m.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return m
+// The conditions the controller is expected to write.
+var (
+	accepted = &pbresource.Condition{
+		Type: foo.ConditionAccepted, State: pbresource.Condition_STATE_TRUE,
+		Reason: foo.ReasonOk, Message: "the bar is valid",
+	}
+	noReference = &pbresource.Condition{
+		Type: foo.ConditionResolvedRefs, State: pbresource.Condition_STATE_TRUE,
+		Reason: foo.ReasonOk, Message: "the bar references nothing",
+	}
+)
+
+// resolved is the condition of a Bar whose Zip exists.
+func resolved(zip *pbresource.ID) *pbresource.Condition {
+	return &pbresource.Condition{
+		Type: foo.ConditionResolvedRefs, State: pbresource.Condition_STATE_TRUE,
+		Reason: foo.ReasonOk, Message: "the referenced zip exists",
+		Resource: resource.Reference(zip, ""),
+	}
 }
 
-// writeCounter counts the writes made through it.
+// missing is the condition of a Bar whose qux names nothing that exists.
+func missing(ref *pbresource.ID, message string) *pbresource.Condition {
+	return &pbresource.Condition{
+		Type: foo.ConditionResolvedRefs, State: pbresource.Condition_STATE_FALSE,
+		Reason: foo.ReasonMissingRef, Message: message,
+		Resource: resource.Reference(ref, ""),
+	}
+}
+
+// zipID is the ID the service gives Zip "zip": partition-scoped, default
+// partition.
+var zipID = &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "zip"}
+
+func TestBarControllerResolvesZips(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	client := resourcetest.NewClient(svc.Client)
+	resourcetest.RunControllers(t, svc.Client, foo.BarController())
+
+	// A Bar without qux is accepted and has nothing to resolve.
+	plain := svc.Resource(foo.BarV1Type, "plain").
+		WithData(t, &pbfoov1.Bar{Baz: "Plain"}).
+		Write(t, svc.Client)
+	client.WaitForStatusCondition(t, plain.Id, foo.StatusKey, accepted)
+	got := client.WaitForStatusCondition(t, plain.Id, foo.StatusKey, noReference)
+	assert.Contains(t, got.Metadata["finalizers"], foo.BarFinalizer)
+
+	// A Bar naming a Zip that does not exist yet reports MissingReference...
+	zip := svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{Zap: "zap"})
+	waiting := svc.Resource(foo.BarV1Type, "waiting").
+		WithData(t, &pbfoov1.Bar{Baz: "Waiting", Qux: zip.ID()}).
+		Write(t, svc.Client)
+	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, missing(zipID, `zip "zip" does not exist`))
+
+	// ...until the Zip appears, and again once it is gone.
+	written := zip.Write(t, svc.Client)
+	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, resolved(zipID))
+	client.MustDelete(t, written.Id)
+	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, missing(zipID, `zip "zip" does not exist`))
+}
+
+func TestBarControllerSettlesAndReleasesDeletion(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	client := resourcetest.NewClient(svc.Client)
+	counted := &writeCounter{ResourceServiceClient: svc.Client}
+	mgr := resourcetest.RunControllers(t, counted, foo.BarController())
+
+	bar := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "bar"}).Write(t, svc.Client)
+	settled := client.WaitForStatusCondition(t, bar.Id, foo.StatusKey, noReference)
+	assert.Equal(t, int32(2), counted.writes.Load(), "one write for the finalizer, one for the status")
+
+	// Restarting the controller reconciles every Bar again; a settled
+	// controller writes nothing. (The restart reconciles before a new
+	// leader term can begin, so the version check below sees its effect.)
+	mgr.SetLeader(false)
+	mgr.SetLeader(true)
+	other := svc.Resource(foo.BarV1Type, "other").WithData(t, &pbfoov1.Bar{Baz: "other"}).Write(t, svc.Client)
+	client.WaitForStatusCondition(t, other.Id, foo.StatusKey, noReference)
+	client.RequireVersionUnchanged(t, bar.Id, settled.Version)
+	assert.Equal(t, int32(4), counted.writes.Load(), "only the new Bar was written to")
+
+	// Deleting marks the Bar; the controller drops its finalizer and the
+	// deletion completes.
+	client.MustDelete(t, bar.Id)
+	client.WaitForDeletion(t, bar.Id)
+}
+
+// writeCounter counts the writes a controller makes.
 type writeCounter struct {
 	pbresource.ResourceServiceClient
 	writes atomic.Int32
@@ -49,133 +122,49 @@ func (c *writeCounter) WriteStatus(ctx context.Context, in *pbresource.WriteStat
 	return c.ResourceServiceClient.WriteStatus(ctx, in, opts...)
 }
 
-func put(t *testing.T, client pbresource.ResourceServiceClient, res *pbresource.Resource) *pbresource.Resource {
-	t.Helper()
-	rsp, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: res})
-	require.NoError(t, err)
-	return rsp.Resource
-}
-
-func barRes(t *testing.T, name string, qux *pbresource.ID) *pbresource.Resource {
-	data, err := anypb.New(&pbfoov1.Bar{Baz: "Some Baz", Qux: qux})
-	require.NoError(t, err)
-	return &pbresource.Resource{Id: &pbresource.ID{Type: foo.BarV1Type, Name: name}, Data: data}
-}
-
-func zipRes(t *testing.T, name string) *pbresource.Resource {
-	data, err := anypb.New(&pbfoov1.Zip{Zap: "zap"})
-	require.NoError(t, err)
-	return &pbresource.Resource{Id: &pbresource.ID{Type: foo.ZipType, Name: name}, Data: data}
-}
-
-// condition waits until the Bar's status for its current generation has a
-// condition of the given type, and returns the Bar and the condition.
-func condition(t *testing.T, client pbresource.ResourceServiceClient, id *pbresource.ID, condType string, state pbresource.Condition_State) *pbresource.Resource {
-	t.Helper()
-	var last *pbresource.Resource
-	ok := assert.Eventually(t, func() bool {
-		rsp, err := client.Read(context.Background(), &pbresource.ReadRequest{Id: id})
-		if err != nil {
-			return false
-		}
-		last = rsp.Resource
-		st := last.Status[foo.StatusKey]
-		if st == nil || st.ObservedGeneration != last.Generation {
-			return false
-		}
-		for _, c := range st.Conditions {
-			if c.Type == condType && c.State == state {
-				return true
-			}
-		}
-		return false
-	}, 5*time.Second, 2*time.Millisecond)
-	if !ok {
-		t.Fatalf("condition %s=%s never appeared; last seen: %v", condType, state, last)
+// TestBarReconcile runs one Reconcile per case against a prepared cache: the
+// table-test style for a reconciler's decisions.
+func TestBarReconcile(t *testing.T) {
+	quxID := &pbresource.ID{Type: foo.QuxType, Tenancy: &pbresource.Tenancy{}, Name: "q"}
+	cases := map[string]struct {
+		bar       *pbfoov1.Bar
+		withZip   bool
+		condition *pbresource.Condition
+	}{
+		"no reference":       {bar: &pbfoov1.Bar{Baz: "a"}, condition: noReference},
+		"existing zip":       {bar: &pbfoov1.Bar{Baz: "a", Qux: zipID}, withZip: true, condition: resolved(zipID)},
+		"missing zip":        {bar: &pbfoov1.Bar{Baz: "a", Qux: zipID}, condition: missing(zipID, `zip "zip" does not exist`)},
+		"reference to a qux": {bar: &pbfoov1.Bar{Baz: "a", Qux: quxID}, condition: missing(&pbresource.ID{Type: foo.QuxType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "q"}, "qux must name a foo.v1.Zip, not a foo.v1.Qux")},
 	}
-	return last
-}
-
-func TestBarControllerResolvesZips(t *testing.T) {
-	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
-	runBarController(t, client)
-
-	// A Bar without qux is accepted and its refs are resolved.
-	plain := put(t, client, barRes(t, "plain", nil))
-	condition(t, client, plain.Id, foo.ConditionAccepted, pbresource.Condition_STATE_TRUE)
-	got := condition(t, client, plain.Id, foo.ConditionResolvedRefs, pbresource.Condition_STATE_TRUE)
-	assert.Contains(t, got.Metadata["finalizers"], foo.BarFinalizer)
-
-	// A Bar naming a Zip that does not exist yet: MissingReference...
-	ref := &pbresource.ID{Type: foo.ZipType, Name: "zap"}
-	waiting := put(t, client, barRes(t, "waiting", ref))
-	got = condition(t, client, waiting.Id, foo.ConditionResolvedRefs, pbresource.Condition_STATE_FALSE)
-	for _, c := range got.Status[foo.StatusKey].Conditions {
-		if c.Type == foo.ConditionResolvedRefs {
-			assert.Equal(t, foo.ReasonMissingRef, c.Reason)
-		}
-	}
-
-	// ...until the Zip appears, which flips it, and back when it goes.
-	zip := put(t, client, zipRes(t, "zap"))
-	condition(t, client, waiting.Id, foo.ConditionResolvedRefs, pbresource.Condition_STATE_TRUE)
-	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: zip.Id})
-	require.NoError(t, err)
-	condition(t, client, waiting.Id, foo.ConditionResolvedRefs, pbresource.Condition_STATE_FALSE)
-}
-
-func TestBarControllerSettlesAndReleasesDeletion(t *testing.T) {
-	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
-	counted := &writeCounter{ResourceServiceClient: client}
-	reg := prometheus.NewRegistry()
-	m := runBarController(t, counted, controller.WithMetrics(reg))
-
-	bar := put(t, client, barRes(t, "bar", nil))
-	settled := condition(t, client, bar.Id, foo.ConditionResolvedRefs, pbresource.Condition_STATE_TRUE)
-	writes := counted.writes.Load()
-	assert.Equal(t, int32(2), writes, "one write for the finalizer, one for the status")
-
-	// Settled: restarting the controller reconciles every Bar again, and
-	// this time nothing is written.
-	reconciles := func() float64 { return successfulReconciles(t, reg) }
-	before := reconciles()
-	m.SetLeader(false)
-	m.SetLeader(true)
-	require.Eventually(t, func() bool { return reconciles() > before }, 5*time.Second, 2*time.Millisecond)
-	again, err := client.Read(context.Background(), &pbresource.ReadRequest{Id: bar.Id})
-	require.NoError(t, err)
-	assert.Equal(t, settled.Version, again.Resource.Version)
-	assert.Equal(t, writes, counted.writes.Load())
-
-	// Deleting marks the Bar; the controller drops its finalizer and the
-	// deletion completes.
-	_, err = client.Delete(context.Background(), &pbresource.DeleteRequest{Id: bar.Id})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := client.Read(context.Background(), &pbresource.ReadRequest{Id: bar.Id})
-		return status.Code(err) == codes.NotFound
-	}, 5*time.Second, 2*time.Millisecond)
-}
-
-// successfulReconciles reads the bar controller's count of successful
-// reconciles from the Manager's metrics.
-func successfulReconciles(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "loom_controller_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+			h := resourcetest.NewControllerHarness(t, svc.Client, foo.BarController())
+			if tc.withZip {
+				h.Write(t, svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{}))
 			}
-			if labels["controller"] == foo.BarControllerName && labels["result"] == "success" {
-				return m.GetCounter().GetValue()
-			}
-		}
+			bar := h.Write(t, svc.Resource(foo.BarV1Type, "bar").
+				WithData(t, tc.bar).
+				WithMeta("finalizers", foo.BarFinalizer))
+
+			require.NoError(t, h.Reconcile(t, bar.Id))
+			h.Client.RequireStatusConditionForCurrentGen(t, bar.Id, foo.StatusKey, accepted)
+			h.Client.RequireStatusConditionForCurrentGen(t, bar.Id, foo.StatusKey, tc.condition)
+		})
 	}
-	return 0
+}
+
+// TestZipChangesMapToReferringBars checks the controller's dependency mapper
+// through its cache index.
+func TestZipChangesMapToReferringBars(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	h := resourcetest.NewControllerHarness(t, svc.Client, foo.BarController())
+	zip := svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{})
+	h.Write(t, svc.Resource(foo.BarV1Type, "refers").WithData(t, &pbfoov1.Bar{Baz: "a", Qux: zip.ID()}))
+	h.Write(t, svc.Resource(foo.BarV1Type, "unrelated").WithData(t, &pbfoov1.Bar{Baz: "b"}))
+
+	reqs, err := h.Map(t, zip.Write(t, svc.Client))
+	require.NoError(t, err)
+	require.Len(t, reqs, 1)
+	assert.Equal(t, "refers", reqs[0].ID.Name)
 }
