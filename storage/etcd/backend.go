@@ -1,0 +1,558 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// DefaultPrefix is the key prefix a Backend uses unless New is given
+// WithPrefix.
+const DefaultPrefix = "/loom"
+
+// DefaultWatchBufferSize is how many events a watch holds for a consumer
+// that does not take them before it ends with storage.ErrWatchTooSlow,
+// unless New is given WithWatchBufferSize.
+const DefaultWatchBufferSize = 16384
+
+// Option configures a Backend in New.
+type Option func(*Backend)
+
+// WithPrefix sets the prefix of every key the backend reads and writes
+// (DefaultPrefix if not given). Backends with different prefixes share
+// nothing, so one etcd cluster can hold several Loom stores. A trailing "/"
+// is dropped.
+func WithPrefix(prefix string) Option {
+	return func(b *Backend) { b.keys.prefix = strings.TrimRight(prefix, "/") }
+}
+
+// WithWatchBufferSize sets how many events a watch may hold for its
+// consumer before it is ended with storage.ErrWatchTooSlow (see
+// DefaultWatchBufferSize). Values below 1 are treated as 1.
+func WithWatchBufferSize(n int) Option {
+	return func(b *Backend) { b.watchBuffer = max(n, 1) }
+}
+
+// WithLogger sets the logger for what the backend does on its own: watches
+// that are re-established after a transient error. The default discards.
+func WithLogger(logger hclog.Logger) Option {
+	return func(b *Backend) { b.logger = logger }
+}
+
+// Backend is a storage.Backend on an etcd v3 cluster. It is safe for
+// concurrent use. Create one with New; several Backends (in one process or
+// several) may share a cluster and a prefix: everything they agree on is in
+// etcd.
+type Backend struct {
+	client      *clientv3.Client
+	keys        keys
+	watchBuffer int
+	logger      hclog.Logger
+
+	// seen is the greatest etcd revision this backend has observed: in the
+	// response to a read or a write, or in an event a watch handed out.
+	// Eventually consistent reads are never served from an etcd member
+	// that is behind it (see Read).
+	seen atomic.Int64
+
+	// beforeWatch, when set (by tests), runs between the snapshot read of
+	// a WatchList and the start of its etcd watch.
+	beforeWatch func(snapshotRev int64)
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns a Backend that keeps resources in the etcd cluster client is
+// connected to. The Backend does not own client: close it after the last
+// use of the Backend and its watches.
+func New(client *clientv3.Client, opts ...Option) *Backend {
+	b := &Backend{
+		client:      client,
+		keys:        keys{prefix: DefaultPrefix},
+		watchBuffer: DefaultWatchBufferSize,
+		logger:      hclog.NewNullLogger(),
+	}
+	for _, opt := range opts {
+		opt(b)
+	}
+	return b
+}
+
+// observe records that the backend has seen the store at revision rev.
+func (b *Backend) observe(rev int64) {
+	for {
+		cur := b.seen.Load()
+		if rev <= cur || b.seen.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
+
+// marshalOptions give the same bytes for the same resource (map order), so
+// stored values can be compared and deduplicated.
+var marshalOptions = proto.MarshalOptions{Deterministic: true}
+
+// encode returns the stored form of res with Uid uid: everything but the
+// Version, which is the key's mod revision.
+func encode(res *pbresource.Resource, uid string) ([]byte, error) {
+	id := res.Id
+	if id.Uid != uid {
+		id = resource.CloneID(id)
+		id.Uid = uid
+	}
+	// A shallow copy without the Version; the parts are only read.
+	return marshalOptions.Marshal(&pbresource.Resource{
+		Id:         id,
+		Owner:      res.Owner,
+		Generation: res.Generation,
+		Metadata:   res.Metadata,
+		Status:     res.Status,
+		Data:       res.Data,
+	})
+}
+
+// decode returns the resource stored in kv, with its Version.
+func decode(kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
+	res := new(pbresource.Resource)
+	if err := proto.Unmarshal(kv.Value, res); err != nil {
+		return nil, fmt.Errorf("etcd: decoding the resource stored under %q: %w", kv.Key, err)
+	}
+	if res.Id == nil || res.Id.Type == nil {
+		return nil, fmt.Errorf("etcd: the value under %q is not a resource", kv.Key)
+	}
+	res.Version = strconv.FormatInt(kv.ModRevision, 10)
+	return res, nil
+}
+
+// get reads the keys op selects. An eventually consistent read is served
+// by whichever member the client talks to (a serializable read), unless
+// that member is behind what this backend has already seen: then it is
+// repeated as a linearizable read, which keeps reads monotonic across
+// members.
+func (b *Backend) get(ctx context.Context, consistency storage.ReadConsistency, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if consistency != storage.StrongConsistency {
+		resp, err := b.client.Get(ctx, key, append(opts, clientv3.WithSerializable())...)
+		if err == nil && resp.Header.Revision >= b.seen.Load() {
+			b.observe(resp.Header.Revision)
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, readError(ctx, err)
+		}
+		// Behind, or this member could not answer at all: ask the leader.
+	}
+	resp, err := b.client.Get(ctx, key, opts...)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	b.observe(resp.Header.Revision)
+	return resp, nil
+}
+
+// Read returns the resource stored under id. StrongConsistency reads are
+// linearizable; EventualConsistency reads are serializable reads of the
+// nearest member, monotonic for this Backend (see get).
+func (b *Backend) Read(ctx context.Context, consistency storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	resp, err := b.get(ctx, consistency, b.keys.resource(id))
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, storage.ErrNotFound
+	}
+	res, err := decode(resp.Kvs[0])
+	if err != nil {
+		return nil, err
+	}
+	if id.Uid != "" && id.Uid != res.Id.Uid {
+		return nil, storage.ErrNotFound
+	}
+	if gv := res.Id.Type.GroupVersion; gv != id.Type.GroupVersion {
+		return nil, storage.GroupVersionMismatchError{RequestedType: id.Type, Stored: res}
+	}
+	return res, nil
+}
+
+// WriteCAS stores res if res.Version is the stored version (empty: the
+// resource must not exist), in one etcd transaction that compares the
+// resource key's mod revision and its lifetime record (Uid and owner), and
+// writes the resource, its lifetime record and its owner-index entry
+// together. The returned copy's Version is the transaction's revision.
+//
+// A write with an empty Uid, or one that changes the owner, first reads
+// the stored resource and then makes the transaction with the same mod
+// revision compare; every other write is a single round trip.
+func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	id := res.GetId()
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	if res.Owner != nil {
+		if err := checkID(res.Owner); err != nil {
+			return nil, fmt.Errorf("owner: %w", err)
+		}
+	}
+	fence, fenced := fenceFrom(ctx)
+	if res.Version == "" {
+		return b.create(ctx, res, fence, fenced)
+	}
+	version, err := strconv.ParseInt(res.Version, 10, 64)
+	if err != nil || version <= 0 {
+		// Not a version this store ever gave out.
+		return nil, storage.ErrCASFailure
+	}
+	if id.Uid == "" {
+		return b.updateSlow(ctx, res, version, nil, fence, fenced)
+	}
+
+	rk := b.keys.resource(id)
+	value, err := encode(res, id.Uid)
+	if err != nil {
+		return nil, err
+	}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(rk), "=", version),
+		clientv3.Compare(clientv3.Value(b.keys.meta(id)), "=", metaValue(id.Uid, res.Owner)),
+	}
+	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
+	if res.Owner != nil {
+		idx, err := marshalOptions.Marshal(id)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
+	}
+	resp, err := b.txn(ctx, cmps, ops, rk, fence, fenced)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Succeeded {
+		return stored(res, id.Uid, resp.Header.Revision), nil
+	}
+	if err := fenceFailure(resp, fence, fenced); err != nil {
+		return nil, err
+	}
+	cur, err := currentResource(resp)
+	if err != nil {
+		return nil, err
+	}
+	// The compare failed: say why, or, when only the lifetime record
+	// differs (the owner changes), make the write the slow way.
+	switch {
+	case cur == nil:
+		return nil, storage.ErrCASFailure
+	case cur.Id.Uid != id.Uid:
+		return nil, storage.ErrWrongUid
+	case cur.Version != res.Version:
+		return nil, storage.ErrCASFailure
+	}
+	return b.updateSlow(ctx, res, version, cur, fence, fenced)
+}
+
+// create writes res, which must not exist yet.
+func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fenceToken, fenced bool) (*pbresource.Resource, error) {
+	id := res.Id
+	rk := b.keys.resource(id)
+	value, err := encode(res, id.Uid)
+	if err != nil {
+		return nil, err
+	}
+	ops := []clientv3.Op{
+		clientv3.OpPut(rk, string(value)),
+		clientv3.OpPut(b.keys.meta(id), metaValue(id.Uid, res.Owner)),
+	}
+	if res.Owner != nil {
+		idx, err := marshalOptions.Marshal(id)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
+	resp, err := b.txn(ctx, cmps, ops, "", fence, fenced)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		if err := fenceFailure(resp, fence, fenced); err != nil {
+			return nil, err
+		}
+		return nil, storage.ErrCASFailure
+	}
+	return stored(res, id.Uid, resp.Header.Revision), nil
+}
+
+// updateSlow writes res over cur, the stored resource at the mod revision
+// version (read here when cur is nil), with a transaction that compares
+// only the mod revision and rewrites the lifetime record and the owner
+// index as needed.
+func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, version int64, cur *pbresource.Resource, fence fenceToken, fenced bool) (*pbresource.Resource, error) {
+	id := res.Id
+	rk := b.keys.resource(id)
+	if cur == nil {
+		resp, err := b.get(ctx, storage.StrongConsistency, rk)
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, storage.ErrCASFailure
+		}
+		if cur, err = decode(resp.Kvs[0]); err != nil {
+			return nil, err
+		}
+	}
+	if id.Uid != "" && id.Uid != cur.Id.Uid {
+		return nil, storage.ErrWrongUid
+	}
+	if cur.Version != strconv.FormatInt(version, 10) {
+		return nil, storage.ErrCASFailure
+	}
+
+	uid := cur.Id.Uid
+	value, err := encode(res, uid)
+	if err != nil {
+		return nil, err
+	}
+	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
+	if meta := metaValue(uid, res.Owner); meta != metaValue(uid, cur.Owner) {
+		ops = append(ops, clientv3.OpPut(b.keys.meta(id), meta))
+	}
+	oldIdx, newIdx := b.keys.ownerIndex(cur.Owner, id), b.keys.ownerIndex(res.Owner, id)
+	if oldIdx != "" && oldIdx != newIdx {
+		ops = append(ops, clientv3.OpDelete(oldIdx))
+	}
+	if newIdx != "" {
+		withUid := resource.CloneID(id)
+		withUid.Uid = uid
+		idx, err := marshalOptions.Marshal(withUid)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpPut(newIdx, string(idx)))
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", version)}
+	resp, err := b.txn(ctx, cmps, ops, "", fence, fenced)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		if err := fenceFailure(resp, fence, fenced); err != nil {
+			return nil, err
+		}
+		// Changed or deleted since it was read.
+		return nil, storage.ErrCASFailure
+	}
+	return stored(res, uid, resp.Header.Revision), nil
+}
+
+// stored returns the copy of res that WriteCAS stored at revision rev.
+func stored(res *pbresource.Resource, uid string, rev int64) *pbresource.Resource {
+	out := resource.Clone(res)
+	out.Id.Uid = uid
+	out.Version = strconv.FormatInt(rev, 10)
+	return out
+}
+
+// txn commits If(cmps, fence) Then(ops) Else(get of elseKey if not empty,
+// get of the fence key if fenced).
+func (b *Backend) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op, elseKey string, fence fenceToken, fenced bool) (*clientv3.TxnResponse, error) {
+	var elseOps []clientv3.Op
+	if elseKey != "" {
+		elseOps = append(elseOps, clientv3.OpGet(elseKey))
+	}
+	if fenced {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(fence.key), "=", fence.rev))
+		elseOps = append(elseOps, clientv3.OpGet(fence.key, clientv3.WithKeysOnly()))
+	}
+	resp, err := b.client.Txn(ctx).If(cmps...).Then(ops...).Else(elseOps...).Commit()
+	if err != nil {
+		return nil, writeError(ctx, err)
+	}
+	b.observe(resp.Header.Revision)
+	return resp, nil
+}
+
+// currentResource decodes what the first Else get of a failed transaction
+// found, nil if nothing.
+func currentResource(resp *clientv3.TxnResponse) (*pbresource.Resource, error) {
+	if len(resp.Responses) == 0 {
+		return nil, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	return decode(kvs[0])
+}
+
+// DeleteCAS deletes the resource under id if version is empty or its mod
+// revision. It reads the stored resource (linearizably: a stale "not
+// found" would make the delete a silent no-op), then deletes the resource,
+// its lifetime record and its owner-index entry in one transaction that
+// compares the mod revision it read. A blanket delete that loses a race
+// tries again with what the transaction found.
+func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	fence, fenced := fenceFrom(ctx)
+	rk := b.keys.resource(id)
+	resp, err := b.get(ctx, storage.StrongConsistency, rk)
+	if err != nil {
+		return err
+	}
+	kvs := resp.Kvs
+	for {
+		if len(kvs) == 0 {
+			return nil
+		}
+		cur, err := decode(kvs[0])
+		if err != nil {
+			return err
+		}
+		if id.Uid != "" && id.Uid != cur.Id.Uid {
+			return nil
+		}
+		if version != "" && version != cur.Version {
+			return storage.ErrCASFailure
+		}
+		ops := []clientv3.Op{clientv3.OpDelete(rk), clientv3.OpDelete(b.keys.meta(id))}
+		if cur.Owner != nil {
+			ops = append(ops, clientv3.OpDelete(b.keys.ownerIndex(cur.Owner, id)))
+		}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", kvs[0].ModRevision)}
+		tresp, err := b.txn(ctx, cmps, ops, rk, fence, fenced)
+		if err != nil {
+			return err
+		}
+		if tresp.Succeeded {
+			return nil
+		}
+		if err := fenceFailure(tresp, fence, fenced); err != nil {
+			return err
+		}
+		kvs = tresp.Responses[0].GetResponseRange().GetKvs()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// List returns the resources of resType in tenancy whose names start with
+// namePrefix, ordered by partition, namespace and name, from one range
+// read (see the key layout in keys.go). StrongConsistency is honoured
+// with a linearizable read.
+func (b *Backend) List(ctx context.Context, consistency storage.ReadConsistency, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) ([]*pbresource.Resource, error) {
+	q, err := b.keys.query(resType, tenancy, namePrefix)
+	if err != nil {
+		return nil, err
+	}
+	if q.empty {
+		return nil, nil
+	}
+	resp, err := b.get(ctx, consistency, q.rangePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	return q.collect(resp.Kvs)
+}
+
+// collect decodes the kvs the query selects, in List's order.
+func (q *query) collect(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	if q.exact && q.partition != storage.Wildcard && q.namespace != storage.Wildcard {
+		// One tenancy: key order is name order.
+		out := make([]*pbresource.Resource, len(kvs))
+		for i, kv := range kvs {
+			res, err := decode(kv)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = res
+		}
+		return out, nil
+	}
+	type item struct {
+		tk  tenancyKey
+		res *pbresource.Resource
+	}
+	items := make([]item, 0, len(kvs))
+	for _, kv := range kvs {
+		tk, ok := q.split(kv.Key)
+		if !ok || !q.matches(tk) {
+			continue
+		}
+		res, err := decode(kv)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item{tk, res})
+	}
+	// etcd orders keys bytewise, where "/" sorts after "-": namespace
+	// "a-b" comes before namespace "a". Restore (partition, namespace,
+	// name) order when that happened.
+	cmpItems := func(x, y item) int { return compareTenancyKeys(x.tk, y.tk) }
+	if !slices.IsSortedFunc(items, cmpItems) {
+		slices.SortFunc(items, cmpItems)
+	}
+	out := make([]*pbresource.Resource, len(items))
+	for i, it := range items {
+		out[i] = it.res
+	}
+	return out, nil
+}
+
+// OwnerReferences returns the IDs of the resources whose owner is id (Uid
+// included, GroupVersion ignored), from one range read of the owner index.
+// The read is monotonic like an eventually consistent Read, so once a
+// watch delivered the owner's deletion, the index read reflects at least
+// that revision.
+func (b *Backend) OwnerReferences(ctx context.Context, id *pbresource.ID) ([]*pbresource.ID, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	resp, err := b.get(ctx, storage.EventualConsistency, b.keys.ownerPrefix(id), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	out := make([]*pbresource.ID, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		ref := new(pbresource.ID)
+		if err := proto.Unmarshal(kv.Value, ref); err != nil {
+			return nil, fmt.Errorf("etcd: decoding the owner index entry %q: %w", kv.Key, err)
+		}
+		out[i] = ref
+	}
+	return out, nil
+}
+
+// errorsIs reports whether err is any of targets.
+func errorsIs(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}

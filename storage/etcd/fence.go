@@ -1,0 +1,52 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrFenced means a fenced write or delete (see WithFence) was refused
+// because the lease it was made under is no longer held: its election key
+// is gone or belongs to another term. Nothing was written. Unlike
+// storage.ErrCASFailure, trying again cannot help; the writer has lost
+// leadership and should stop.
+var ErrFenced = errors.New("etcd: write refused: the leader lease it was fenced with is no longer held")
+
+type fenceKeyType struct{}
+
+// fenceToken is a leader key and the revision that created it.
+type fenceToken struct {
+	key string
+	rev int64
+}
+
+// WithFence returns a context under which WriteCAS and DeleteCAS of an etcd
+// Backend succeed only while the etcd key named key exists with create
+// revision rev: the token (*Lease).Fence returns for the current term. The
+// check is part of the same transaction as the write, so a write either
+// lands while that term's leader key exists, before any other member can
+// be elected, or fails with ErrFenced. Reads, lists and watches ignore the
+// fence.
+func WithFence(ctx context.Context, key string, rev int64) context.Context {
+	return context.WithValue(ctx, fenceKeyType{}, fenceToken{key: key, rev: rev})
+}
+
+func fenceFrom(ctx context.Context) (fenceToken, bool) {
+	f, ok := ctx.Value(fenceKeyType{}).(fenceToken)
+	return f, ok
+}
+
+// fenceFailure returns ErrFenced when a failed transaction's fence compare
+// is what failed. The fence key's get is the last Else operation (see txn).
+func fenceFailure(resp *clientv3.TxnResponse, fence fenceToken, fenced bool) error {
+	if !fenced || len(resp.Responses) == 0 {
+		return nil
+	}
+	kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs()
+	if len(kvs) == 0 || kvs[0].CreateRevision != fence.rev {
+		return ErrFenced
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// One embedded etcd serves every test and benchmark of the package; each
+// test works under a key prefix of its own (newPrefix), so they can share it
+// and run in parallel.
+var (
+	testEtcd     *embed.Etcd
+	testEndpoint string
+	testClient   *clientv3.Client
+	prefixes     atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "loom-etcd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	// The ports are picked free just before etcd binds them; another
+	// process could take one in between, so try a few times.
+	for attempt := 0; ; attempt++ {
+		testEtcd, testEndpoint, err = startEtcd(dir, attempt)
+		if err == nil || attempt == 4 {
+			break
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the embedded etcd:", err)
+		return 1
+	}
+	defer testEtcd.Close()
+
+	testClient, err = newTestClient()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer testClient.Close()
+	return m.Run()
+}
+
+// freeURL returns a loopback URL on a port that was free a moment ago.
+func freeURL() (url.URL, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return url.URL{}, err
+	}
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}, nil
+}
+
+// startEtcd starts a single-member etcd with its data under dir, tuned for
+// tests: no fsync (the data dies with the test), small quota, quick
+// snapshots, quiet logs.
+func startEtcd(dir string, attempt int) (*embed.Etcd, string, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "test"
+	cfg.Dir = fmt.Sprintf("%s/member-%d", dir, attempt)
+	client, err := freeURL()
+	if err != nil {
+		return nil, "", err
+	}
+	peer, err := freeURL()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
+	cfg.ListenPeerUrls = []url.URL{peer}
+	cfg.AdvertisePeerUrls = []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ListenMetricsUrls = nil
+	cfg.EnableGRPCGateway = false
+	cfg.UnsafeNoFsync = true
+	cfg.QuotaBackendBytes = 512 << 20
+	cfg.SnapshotCount = 20000
+	cfg.Logger = "zap"
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{"stderr"}
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, "", fmt.Errorf("etcd did not become ready")
+	}
+	return e, client.Host, nil
+}
+
+func newTestClient() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   []string{testEndpoint},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// newPrefix returns a key prefix no other test uses.
+func newPrefix() string {
+	return fmt.Sprintf("/test-%d", prefixes.Add(1))
+}
+
+// newTestBackend returns a backend under a fresh prefix.
+func newTestBackend(t testing.TB, opts ...Option) *Backend {
+	t.Helper()
+	return New(testClient, append([]Option{WithPrefix(newPrefix())}, opts...)...)
+}
+
+// ctx returns a context cancelled at the end of the test.
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
