@@ -95,12 +95,17 @@ func startEtcd(dir string, attempt int) (*embed.Etcd, string, error) {
 	cfg.UnsafeNoFsync = true
 	cfg.QuotaBackendBytes = 512 << 20
 	cfg.SnapshotCount = 20000
+	// Its log goes to a file beside the data, printed if it fails to start;
+	// shutting down logs errors that mean nothing to these tests.
 	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"stderr"}
+	cfg.LogLevel = "warn"
+	cfg.LogOutputs = []string{cfg.Dir + ".log"}
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
+		if log, rerr := os.ReadFile(cfg.Dir + ".log"); rerr == nil {
+			os.Stderr.Write(log)
+		}
 		return nil, "", err
 	}
 	select {
