@@ -169,10 +169,13 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 	defer cancel()
 	wch := w.b.client.Watch(wctx, w.q.rangePrefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
 	defer func() {
-		// Let the client wind the watch down without blocking on us.
+		// Let the client wind the watch down without waiting for it: cut
+		// off from etcd, it may take a while to close the channel.
 		cancel()
-		for range wch {
-		}
+		go func() {
+			for range wch {
+			}
+		}()
 	}()
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
