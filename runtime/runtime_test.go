@@ -1,0 +1,51 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/loomrt/loom/examples/foo"
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resourcetest"
+	"github.com/loomrt/loom/runtime"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRequestKeyIgnoresUidAndType(t *testing.T) {
+	a := runtime.Request{ID: &pbresource.ID{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}, Name: "x", Uid: "1"}}
+	b := runtime.Request{ID: &pbresource.ID{Type: foo.BarV2Type, Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}, Name: "x"}}
+	assert.Equal(t, a.Key(), b.Key())
+	assert.Equal(t, "p/n/x", a.Key().String())
+	c := runtime.Request{ID: &pbresource.ID{Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "other"}, Name: "x"}}
+	assert.NotEqual(t, a.Key(), c.Key())
+}
+
+func TestWriteStatusOnlyWhenChanged(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	rt := runtime.Runtime{Client: svc.Client}
+	ctx := context.Background()
+	res := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "x"}).Write(t, svc.Client)
+
+	status := func(reason string) *pbresource.Status {
+		return &pbresource.Status{Conditions: []*pbresource.Condition{{Type: "Accepted", State: pbresource.Condition_STATE_TRUE, Reason: reason}}}
+	}
+	wrote, err := rt.WriteStatus(ctx, res, "test", status("Ok"))
+	require.NoError(t, err)
+	assert.True(t, wrote)
+
+	client := resourcetest.NewClient(svc.Client)
+	current := client.RequireResourceExists(t, res.Id)
+	assert.Equal(t, res.Generation, current.Status["test"].ObservedGeneration, "ObservedGeneration comes from the resource")
+
+	wrote, err = rt.WriteStatus(ctx, current, "test", status("Ok"))
+	require.NoError(t, err)
+	assert.False(t, wrote, "an equal status is not written again")
+	client.RequireVersionUnchanged(t, res.Id, current.Version)
+
+	wrote, err = rt.WriteStatus(ctx, current, "test", status("Changed"))
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	client.RequireVersionChanged(t, res.Id, current.Version)
+}
