@@ -68,6 +68,9 @@ type Backend struct {
 	// that is behind it (see Read).
 	seen atomic.Int64
 
+	// slowWrites counts the updates made by updateSlow, for tests.
+	slowWrites atomic.Int64
+
 	// beforeWatch, when set (by tests), runs between the snapshot read of
 	// a WatchList and the start of its etcd watch.
 	beforeWatch func(snapshotRev int64)
@@ -106,22 +109,33 @@ func (b *Backend) observe(rev int64) {
 var marshalOptions = proto.MarshalOptions{Deterministic: true}
 
 // encode returns the stored form of res with Uid uid: everything but the
-// Version, which is the key's mod revision.
-func encode(res *pbresource.Resource, uid string) ([]byte, error) {
+// Version, which is the key's mod revision. The encoding starts with the
+// resource's Id and Owner (fields 1 and 2, written first by a deterministic
+// encoding); idLen is their length. Two stored values begin with the same
+// idLen bytes exactly when they have the same Id (Uid and GroupVersion
+// included) and Owner, which WriteCAS compares in etcd.
+func encode(res *pbresource.Resource, uid string) (value []byte, idLen int, err error) {
 	id := res.Id
 	if id.Uid != uid {
 		id = resource.CloneID(id)
 		id.Uid = uid
 	}
-	// A shallow copy without the Version; the parts are only read.
-	return marshalOptions.Marshal(&pbresource.Resource{
-		Id:         id,
-		Owner:      res.Owner,
+	// Shallow copies without the Version; the parts are only read. A
+	// message's encoding is the concatenation of its fields' encodings, so
+	// encoding the identity and the rest one after the other gives the
+	// encoding of the whole.
+	value, err = marshalOptions.Marshal(&pbresource.Resource{Id: id, Owner: res.Owner})
+	if err != nil {
+		return nil, 0, err
+	}
+	idLen = len(value)
+	value, err = marshalOptions.MarshalAppend(value, &pbresource.Resource{
 		Generation: res.Generation,
 		Metadata:   res.Metadata,
 		Status:     res.Status,
 		Data:       res.Data,
 	})
+	return value, idLen, err
 }
 
 // decode returns the resource stored in kv, with its Version.
@@ -191,13 +205,19 @@ func (b *Backend) Read(ctx context.Context, consistency storage.ReadConsistency,
 
 // WriteCAS stores res if res.Version is the stored version (empty: the
 // resource must not exist), in one etcd transaction that compares the
-// resource key's mod revision and its lifetime record (Uid and owner), and
-// writes the resource, its lifetime record and its owner-index entry
-// together. The returned copy's Version is the transaction's revision.
+// resource key's mod revision, and writes the resource and its
+// owner-index entry together. The returned copy's Version is the
+// transaction's revision.
 //
-// A write with an empty Uid, or one that changes the owner, first reads
-// the stored resource and then makes the transaction with the same mod
-// revision compare; every other write is a single round trip.
+// An update is one round trip when res has a Uid and keeps the stored
+// Owner and GroupVersion (the common case): besides the mod revision, the
+// transaction checks that the stored value begins with the encoding of
+// res's Id and Owner, which proves the Uid matches without reading it
+// first (see encode). Otherwise — no Uid, a new owner or GroupVersion, or a
+// compare that failed — WriteCAS reads the stored resource, says why the
+// write cannot be made (ErrWrongUid, ErrCASFailure) or makes it with a
+// transaction that compares the mod revision it read and moves the
+// owner-index entry as needed.
 func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
 	id := res.GetId()
 	if err := checkID(id); err != nil {
@@ -222,22 +242,26 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 	}
 
 	rk := b.keys.resource(id)
-	value, err := encode(res, id.Uid)
+	value, idLen, err := encode(res, id.Uid)
 	if err != nil {
 		return nil, err
 	}
+	// The stored value has the same identity exactly when it starts with
+	// value[:idLen] followed by the tag of a field after the Owner (fields
+	// 4 to 7: 0x22 to 0x3a). Checking that it lies strictly between the
+	// prefix followed by 0x13 and the prefix followed by 0xff does that
+	// with etcd's two byte-wise compares: it excludes an Owner that res
+	// lacks (tag 0x12) and any other identity, while 0x13 itself can never
+	// follow (it is no field tag of a stored resource). A value that ends
+	// right after the identity fails the compare and takes the slow path.
+	ident := string(value[:idLen])
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(rk), "=", version),
-		clientv3.Compare(clientv3.Value(b.keys.meta(id)), "=", metaValue(id.Uid, res.Owner)),
+		clientv3.Compare(clientv3.Value(rk), ">", ident+"\x13"),
+		clientv3.Compare(clientv3.Value(rk), "<", ident+"\xff"),
 	}
+	// Same owner, same ID: the owner-index entry stays as it is.
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
-	if res.Owner != nil {
-		idx, err := marshalOptions.Marshal(id)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
-	}
 	resp, err := b.txn(ctx, cmps, ops, rk, fence, fenced)
 	if err != nil {
 		return nil, err
@@ -252,16 +276,6 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 	if err != nil {
 		return nil, err
 	}
-	// The compare failed: say why, or, when only the lifetime record
-	// differs (the owner changes), make the write the slow way.
-	switch {
-	case cur == nil:
-		return nil, storage.ErrCASFailure
-	case cur.Id.Uid != id.Uid:
-		return nil, storage.ErrWrongUid
-	case cur.Version != res.Version:
-		return nil, storage.ErrCASFailure
-	}
 	return b.updateSlow(ctx, res, version, cur, fence, fenced)
 }
 
@@ -269,14 +283,11 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fenceToken, fenced bool) (*pbresource.Resource, error) {
 	id := res.Id
 	rk := b.keys.resource(id)
-	value, err := encode(res, id.Uid)
+	value, _, err := encode(res, id.Uid)
 	if err != nil {
 		return nil, err
 	}
-	ops := []clientv3.Op{
-		clientv3.OpPut(rk, string(value)),
-		clientv3.OpPut(b.keys.meta(id), metaValue(id.Uid, res.Owner)),
-	}
+	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
 	if res.Owner != nil {
 		idx, err := marshalOptions.Marshal(id)
 		if err != nil {
@@ -298,11 +309,12 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 	return stored(res, id.Uid, resp.Header.Revision), nil
 }
 
-// updateSlow writes res over cur, the stored resource at the mod revision
-// version (read here when cur is nil), with a transaction that compares
-// only the mod revision and rewrites the lifetime record and the owner
-// index as needed.
+// updateSlow writes res over cur, the stored resource (read here when cur
+// is nil), if cur's version is version, with a transaction that compares
+// only the mod revision and moves or rewrites the owner-index entry as
+// needed.
 func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, version int64, cur *pbresource.Resource, fence fenceToken, fenced bool) (*pbresource.Resource, error) {
+	b.slowWrites.Add(1)
 	id := res.Id
 	rk := b.keys.resource(id)
 	if cur == nil {
@@ -325,19 +337,16 @@ func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, vers
 	}
 
 	uid := cur.Id.Uid
-	value, err := encode(res, uid)
+	value, _, err := encode(res, uid)
 	if err != nil {
 		return nil, err
 	}
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
-	if meta := metaValue(uid, res.Owner); meta != metaValue(uid, cur.Owner) {
-		ops = append(ops, clientv3.OpPut(b.keys.meta(id), meta))
-	}
 	oldIdx, newIdx := b.keys.ownerIndex(cur.Owner, id), b.keys.ownerIndex(res.Owner, id)
 	if oldIdx != "" && oldIdx != newIdx {
 		ops = append(ops, clientv3.OpDelete(oldIdx))
 	}
-	if newIdx != "" {
+	if newIdx != "" && (newIdx != oldIdx || !proto.Equal(res.Id.Type, cur.Id.Type)) {
 		withUid := resource.CloneID(id)
 		withUid.Uid = uid
 		idx, err := marshalOptions.Marshal(withUid)
@@ -403,8 +412,8 @@ func currentResource(resp *clientv3.TxnResponse) (*pbresource.Resource, error) {
 
 // DeleteCAS deletes the resource under id if version is empty or its mod
 // revision. It reads the stored resource (linearizably: a stale "not
-// found" would make the delete a silent no-op), then deletes the resource,
-// its lifetime record and its owner-index entry in one transaction that
+// found" would make the delete a silent no-op), then deletes the resource
+// and its owner-index entry in one transaction that
 // compares the mod revision it read. A blanket delete that loses a race
 // tries again with what the transaction found.
 func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version string) error {
@@ -432,7 +441,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		if version != "" && version != cur.Version {
 			return storage.ErrCASFailure
 		}
-		ops := []clientv3.Op{clientv3.OpDelete(rk), clientv3.OpDelete(b.keys.meta(id))}
+		ops := []clientv3.Op{clientv3.OpDelete(rk)}
 		if cur.Owner != nil {
 			ops = append(ops, clientv3.OpDelete(b.keys.ownerIndex(cur.Owner, id)))
 		}

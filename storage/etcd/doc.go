@@ -11,9 +11,10 @@
 // the layout); its Version is the key's mod revision, so versions are
 // etcd's store-wide revision and grow with every write of the cluster.
 // Writes and deletes are etcd transactions that compare the mod revision
-// (and, through a small per-resource lifetime record, the Uid and owner)
-// and update the resource, its lifetime record and its owner-index entry
-// atomically, so OwnerReferences is a range read of the index.
+// (and, on the one-round-trip update path, the encoded Id and owner at the
+// start of the stored value, which covers the Uid) and update the resource
+// and its owner-index entry atomically, so OwnerReferences is a range read
+// of the index.
 //
 // Reads: StrongConsistency is a linearizable etcd read (it goes through the
 // raft leader and fails with storage.ErrInconsistent without a quorum);

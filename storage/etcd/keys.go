@@ -15,18 +15,15 @@ import (
 //	P/r/<group>/<kind>/<partition>/<namespace>/<name>
 //	    the resource: its deterministic protobuf encoding, Version left out
 //	    (the key's mod revision is the Version)
-//	P/m/<group>/<kind>/<partition>/<namespace>/<name>
-//	    the lifetime record of the resource: "<uid>\n<owner>", where <owner>
-//	    is the owner part of the owner-index key below, or empty
 //	P/o/<owner group>/<owner kind>/<owner partition>/<owner namespace>/<owner name>/<owner uid>/<group>/<kind>/<partition>/<namespace>/<name>
 //	    the owner index: one key per owned resource, its value the owned
 //	    resource's ID (protobuf)
 //
-// All three are written and deleted in the same transaction, so they never
-// disagree. Types, tenancy units and names cannot contain "/" (they are
-// DNS-label-like identifiers, see the resource package), so every segment
-// is unambiguous; the backend rejects IDs that would break this rather than
-// escape them.
+// A resource and its index entry are written and deleted in the same
+// transaction, so they never disagree. Types, tenancy units and names
+// cannot contain "/" (they are DNS-label-like identifiers, see the resource
+// package), so every segment is unambiguous; the backend rejects IDs that
+// would break this rather than escape them.
 //
 // A resource of one type in one partition and namespace whose name starts
 // with p lives in the key range with prefix P/r/<group>/<kind>/<partition>/
@@ -36,7 +33,6 @@ import (
 // partition and a wildcard namespace, the partition's range.
 const (
 	resourceDir = "/r/"
-	metaDir     = "/m/"
 	ownerDir    = "/o/"
 )
 
@@ -84,7 +80,6 @@ func path(id *pbresource.ID) string {
 }
 
 func (k keys) resource(id *pbresource.ID) string { return k.prefix + resourceDir + path(id) }
-func (k keys) meta(id *pbresource.ID) string     { return k.prefix + metaDir + path(id) }
 
 // typePrefix is the prefix of every resource key of typ.
 func (k keys) typePrefix(typ storage.UnversionedType) string {
@@ -112,12 +107,6 @@ func (k keys) ownerIndex(owner, id *pbresource.ID) string {
 		return ""
 	}
 	return k.ownerPrefix(owner) + path(id)
-}
-
-// metaValue is the lifetime record of a resource with the given Uid and
-// owner.
-func metaValue(uid string, owner *pbresource.ID) string {
-	return uid + "\n" + ownerPart(owner)
 }
 
 // query is the part of a List or WatchList request that selects keys.
