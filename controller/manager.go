@@ -242,6 +242,8 @@ func (m *Manager) supervise(ctx context.Context, c *Controller) {
 			return
 		}
 		singleton := c.placement == PlacementSingleton
+		client := m.client
+		var term int64 // the fencing token's revision, 0 if unfenced
 		if singleton {
 			// Count this run before the final look at the lease, so a
 			// SetLeader(false) either sees it and waits, or happened
@@ -249,9 +251,32 @@ func (m *Manager) supervise(ctx context.Context, c *Controller) {
 			m.singletonsMu.Lock()
 			m.singletons++
 			m.singletonsMu.Unlock()
+			changed := m.lease.Changed()
 			if !m.lease.Held() {
 				m.singletonDone()
 				continue
+			}
+			if f, ok := m.lease.(Fencer); ok {
+				key, rev, held := f.Fence()
+				if !held {
+					// Lost between the two looks; Held says so too
+					// next time round. Do not spin on a lease whose
+					// Held and Fence disagree for longer.
+					m.singletonDone()
+					select {
+					case <-changed:
+					case <-time.After(50 * time.Millisecond):
+					case <-ctx.Done():
+						return
+					}
+					continue
+				}
+				client, term = newFencedClient(m.client, key, rev), rev
+			}
+			if term != 0 {
+				m.logger.Info("singleton controller starting", "controller", c.name, "term", term)
+			} else {
+				m.logger.Info("singleton controller starting", "controller", c.name)
 			}
 		}
 		runCtx, cancel := context.WithCancel(ctx)
@@ -261,11 +286,18 @@ func (m *Manager) supervise(ctx context.Context, c *Controller) {
 			if singleton {
 				defer m.singletonDone()
 			}
-			m.runController(runCtx, c)
+			m.runController(runCtx, c, client)
 		}()
-		m.waitDisallowed(ctx, c)
+		m.waitDisallowed(ctx, c, term)
 		cancel()
 		<-done
+		if singleton {
+			if term != 0 {
+				m.logger.Info("singleton controller stopped", "controller", c.name, "term", term)
+			} else {
+				m.logger.Info("singleton controller stopped", "controller", c.name)
+			}
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -296,16 +328,25 @@ func (m *Manager) waitAllowed(ctx context.Context, c *Controller) bool {
 	}
 }
 
-func (m *Manager) waitDisallowed(ctx context.Context, c *Controller) {
+// waitDisallowed returns when c may no longer run: ctx ended or, for a
+// singleton, the lease was lost or (term not 0) its term is no longer term.
+func (m *Manager) waitDisallowed(ctx context.Context, c *Controller, term int64) {
 	if c.placement == PlacementEachServer {
 		<-ctx.Done()
 		return
 	}
+	f, fenced := m.lease.(Fencer)
 	for {
 		changed := m.lease.Changed()
 		if !m.lease.Held() {
 			m.logger.Info("leader lease lost; stopping controller", "controller", c.name)
 			return
+		}
+		if fenced && term != 0 {
+			if _, rev, ok := f.Fence(); !ok || rev != term {
+				m.logger.Info("leader term changed; restarting controller", "controller", c.name, "term", term)
+				return
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
+	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
 )
@@ -47,13 +48,14 @@ func (s *subscription) deliver(typeKey string, ev cache.Event) {
 	}
 }
 
-// runController runs one start of c until ctx ends.
-func (m *Manager) runController(ctx context.Context, c *Controller) {
+// runController runs one start of c until ctx ends, writing through
+// client (the Manager's, or a fenced one for a singleton's term).
+func (m *Manager) runController(ctx context.Context, c *Controller, client pbresource.ResourceServiceClient) {
 	logger := c.logger
 	if logger == nil {
 		logger = m.logger.Named(c.name)
 	}
-	rt := runtime.Runtime{Client: m.client, Logger: logger, Cache: m.cache}
+	rt := runtime.Runtime{Client: client, Logger: logger, Cache: m.cache}
 	met := m.metrics.forController(c.name)
 	q := queue.New[runtime.RequestKey, runtime.Request](queue.Options{
 		BaseDelay: c.baseBackoff,

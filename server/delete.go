@@ -23,6 +23,10 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}
+	ctx, err = withFence(ctx)
+	if err != nil {
+		return nil, s.fail("Delete", req.GetId(), err)
+	}
 	id := req.GetId()
 	reg, err := s.checkID("id", id)
 	if err != nil {

@@ -66,6 +66,14 @@
 //     units its scope lacks); see TombstoneID.
 //   - WriteStatus requires every condition to have a Type, and a key of at
 //     most 256 printable characters without spaces.
+//   - Write, WriteStatus and Delete honour a fence given in the gRPC
+//     metadata resource.FenceMetadataKey ("<revision>@<key>", see
+//     storage.Fence): every backend write the request makes carries it, and
+//     a backend that refuses it (the term has ended) makes the request fail
+//     with FailedPrecondition ("write fenced: leadership has moved") at once,
+//     without the retries of a blanket write. A malformed fence is
+//     InvalidArgument. A request that needs no backend write (a no-op Write,
+//     deleting what is gone) succeeds whatever its fence.
 //   - A blanket Write that includes a status must include the stored one;
 //     read-modify-write clients that race with status writers should leave
 //     status empty (it is carried over) rather than send what they read.
@@ -236,6 +244,8 @@ func storageError(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, storage.ErrWrongUid):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, storage.ErrFenced):
+		return status.Errorf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)
 	case errors.Is(err, storage.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, storage.ErrWatchTooSlow):

@@ -27,6 +27,10 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
+	ctx, err = withFence(ctx)
+	if err != nil {
+		return nil, s.fail("Write", req.GetResource().GetId(), err)
+	}
 	res := req.GetResource()
 	reg, data, err := s.prepare(res)
 	if err != nil {

@@ -23,6 +23,10 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
+	ctx, err = withFence(ctx)
+	if err != nil {
+		return nil, s.fail("WriteStatus", req.GetId(), err)
+	}
 	id := req.GetId()
 	reg, err := s.checkID("id", id)
 	if err != nil {

@@ -2,19 +2,20 @@ package etcd
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/loomrt/loom/storage"
 )
 
 // ErrFenced means a fenced write or delete (see WithFence) was refused
 // because the lease it was made under is no longer held: its election key
 // is gone or belongs to another term. Nothing was written. Unlike
 // storage.ErrCASFailure, trying again cannot help; the writer has lost
-// leadership and should stop.
-var ErrFenced = errors.New("etcd: write refused: the leader lease it was fenced with is no longer held")
-
-type fenceKeyType struct{}
+// leadership and should stop. It wraps storage.ErrFenced, the
+// backend-agnostic sentinel.
+var ErrFenced = fmt.Errorf("etcd: %w (its leader key is gone or belongs to another term)", storage.ErrFenced)
 
 // fenceToken is a leader key and the revision that created it.
 type fenceToken struct {
@@ -28,14 +29,15 @@ type fenceToken struct {
 // check is part of the same transaction as the write, so a write either
 // lands while that term's leader key exists, before any other member can
 // be elected, or fails with ErrFenced. Reads, lists and watches ignore the
-// fence.
+// fence. It is storage.WithFence with storage.Fence{Key: key, Revision:
+// rev}; the backend honours a fence set either way.
 func WithFence(ctx context.Context, key string, rev int64) context.Context {
-	return context.WithValue(ctx, fenceKeyType{}, fenceToken{key: key, rev: rev})
+	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev})
 }
 
 func fenceFrom(ctx context.Context) (fenceToken, bool) {
-	f, ok := ctx.Value(fenceKeyType{}).(fenceToken)
-	return f, ok
+	f, ok := storage.FenceFrom(ctx)
+	return fenceToken{key: f.Key, rev: f.Revision}, ok
 }
 
 // fenceFailure returns ErrFenced when a failed transaction's fence compare

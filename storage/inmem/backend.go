@@ -31,6 +31,12 @@
 // discarding what was still buffered: the consumer has to start a new
 // WatchList anyway, and its snapshot replaces everything the old watch would
 // have said.
+//
+// # Fences
+//
+// The store ignores fences (storage.WithFence): it lives in one process,
+// which is its only writer and always its own leader, so there is no other
+// term to fence off.
 package inmem
 
 import (

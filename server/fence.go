@@ -1,0 +1,44 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+)
+
+// withFence returns ctx carrying the storage.Fence the caller asked for with
+// the resource.FenceMetadataKey metadata, if it did. Write, WriteStatus and
+// Delete pass the result to the backend, so every backend write they make
+// for the request (a tombstone and the delete that follows it included) is
+// fenced; a backend that cannot fence ignores it. A malformed value is
+// InvalidArgument: silently writing unfenced would void the caller's
+// guarantee.
+//
+// Only what the backend writes is fenced. A request that changes nothing
+// (a no-op Write, deleting what is gone) succeeds without a backend write,
+// and so without looking at the fence: it cannot clobber anything.
+func withFence(ctx context.Context) (context.Context, error) {
+	values := metadata.ValueFromIncomingContext(ctx, resource.FenceMetadataKey)
+	switch len(values) {
+	case 0:
+		return ctx, nil
+	case 1:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "metadata %s: given %d times, want at most one fence",
+			resource.FenceMetadataKey, len(values))
+	}
+	key, rev, err := resource.ParseFence(values[0])
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "metadata %s: %q: %v", resource.FenceMetadataKey, values[0], err)
+	}
+	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev}), nil
+}
+
+// fencedMessage is the message of the FailedPrecondition a fenced write
+// that the backend refused gets.
+const fencedMessage = "write fenced: leadership has moved"
