@@ -164,7 +164,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 	tc, ok := c.types[key]
 	if !ok {
 		tc = &typeCache{
-			cache: c,
+			cache:     c,
 			typ:       &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
 			byID:      make(map[idKey]*entry),
 			indexes:   make(map[string]*index),

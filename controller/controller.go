@@ -159,7 +159,9 @@ func (c *Controller) validate() error {
 			problems = append(problems, fmt.Sprintf("WithQuery(%q): defined twice", q.name))
 		}
 		queryNames[q.name] = true
-		if iq, ok := q.query.(interface{ IndexUse() (*pbresource.Type, string) }); ok {
+		if iq, ok := q.query.(interface {
+			IndexUse() (*pbresource.Type, string)
+		}); ok {
 			typ, index := iq.IndexUse()
 			if !c.hasIndex(typ, index) {
 				problems = append(problems, fmt.Sprintf("WithQuery(%q): type %s has no index %q in this controller", q.name, resource.TypeString(typ), index))

@@ -319,7 +319,9 @@ func TestMisconfigurationFailsAtRegistration(t *testing.T) {
 	svc := startService(t)
 	m := newManager(t, svc.Client)
 	noop := runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil })
-	mapper := func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) { return nil, nil }
+	mapper := func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+		return nil, nil
+	}
 
 	assert.PanicsWithError(t, "controller \"nil-reconciler\" is misconfigured:\n  - no reconciler (use WithReconciler)", func() {
 		m.Register(controller.NewController("nil-reconciler", foo.BarV1Type))
