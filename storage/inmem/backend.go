@@ -57,8 +57,12 @@ import (
 // given WithWatchBufferSize. The consumer takes everything buffered at once
 // when it has handed out what it took before, so a watch holds at most twice
 // this many events. Buffers grow on demand and hold only pointers to events
-// shared by all watches.
-const DefaultWatchBufferSize = 16384
+// shared by all watches, 8 bytes a slot: the default costs at most about
+// 2 MB for a watcher that has stalled completely, and lets a controller's
+// cache ride out a burst of its own status writes (a controller reconciling
+// 100,000 resources at start-up writes that many) without being cut off and
+// re-priming.
+const DefaultWatchBufferSize = 131072
 
 // errInvalidID is returned for a resource or ID without a name key the store
 // can use (nil ID or nil type).
