@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -140,8 +142,8 @@ func encode(res *pbresource.Resource, uid string) (value []byte, idLen int, err 
 
 // decode returns the resource stored in kv, with its Version.
 func decode(kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
-	res := new(pbresource.Resource)
-	if err := proto.Unmarshal(kv.Value, res); err != nil {
+	res, err := unmarshalResource(kv.Value)
+	if err != nil {
 		return nil, fmt.Errorf("etcd: decoding the resource stored under %q: %w", kv.Key, err)
 	}
 	if res.Id == nil || res.Id.Type == nil {
@@ -489,31 +491,28 @@ func (q *query) collect(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) 
 	}
 	if q.exact && q.partition != storage.Wildcard && q.namespace != storage.Wildcard {
 		// One tenancy: key order is name order.
-		out := make([]*pbresource.Resource, len(kvs))
-		for i, kv := range kvs {
-			res, err := decode(kv)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = res
-		}
-		return out, nil
+		return decodeAll(kvs)
 	}
 	type item struct {
 		tk  tenancyKey
 		res *pbresource.Resource
 	}
 	items := make([]item, 0, len(kvs))
+	selected := kvs[:0:0]
 	for _, kv := range kvs {
 		tk, ok := q.split(kv.Key)
 		if !ok || !q.matches(tk) {
 			continue
 		}
-		res, err := decode(kv)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, item{tk, res})
+		items = append(items, item{tk: tk})
+		selected = append(selected, kv)
+	}
+	decoded, err := decodeAll(selected)
+	if err != nil {
+		return nil, err
+	}
+	for i, res := range decoded {
+		items[i].res = res
 	}
 	// etcd orders keys bytewise, where "/" sorts after "-": namespace
 	// "a-b" comes before namespace "a". Restore (partition, namespace,
@@ -525,6 +524,47 @@ func (q *query) collect(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) 
 	out := make([]*pbresource.Resource, len(items))
 	for i, it := range items {
 		out[i] = it.res
+	}
+	return out, nil
+}
+
+// parallelDecodeMin is the least number of values decodeAll spreads over
+// several goroutines.
+const parallelDecodeMin = 1024
+
+// decodeAll decodes kvs, on up to GOMAXPROCS goroutines when there are
+// many: decoding is most of the cost of a large List or WatchList
+// snapshot.
+func decodeAll(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
+	out := make([]*pbresource.Resource, len(kvs))
+	workers := min(runtime.GOMAXPROCS(0), len(kvs)/parallelDecodeMin)
+	if workers <= 1 {
+		for i, kv := range kvs {
+			res, err := decode(kv)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = res
+		}
+		return out, nil
+	}
+	var g errgroup.Group
+	chunk := (len(kvs) + workers - 1) / workers
+	for start := 0; start < len(kvs); start += chunk {
+		end := min(start+chunk, len(kvs))
+		g.Go(func() error {
+			for i := start; i < end; i++ {
+				res, err := decode(kvs[i])
+				if err != nil {
+					return err
+				}
+				out[i] = res
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

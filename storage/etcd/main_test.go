@@ -1,11 +1,15 @@
 package etcd
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,15 +22,54 @@ import (
 // One embedded etcd serves every test and benchmark of the package; each
 // test works under a key prefix of its own (newPrefix), so they can share it
 // and run in parallel.
+//
+// The etcd server runs in a child process: the test binary started again
+// with serverEnv set, which makes TestMain serve etcd instead of running
+// tests. In its own process the server does not share the tests' heap and
+// garbage collector, as in a real deployment, which keeps the W9
+// benchmark's client-side comparison fair; and a test that fails hard
+// cannot leave it half stopped. The child stops when its standard input
+// closes, that is when the parent exits, however it exits.
 var (
-	testEtcd     *embed.Etcd
 	testEndpoint string
 	testClient   *clientv3.Client
 	prefixes     atomic.Int64
 )
 
+// serverEnv names the data directory of the etcd a child test binary
+// serves.
+const serverEnv = "LOOM_ETCD_TEST_SERVER_DIR"
+
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(serverEnv); dir != "" {
+		os.Exit(serveEtcd(dir))
+	}
 	os.Exit(runTests(m))
+}
+
+// serveEtcd runs the test etcd (in the child process): it prints the client
+// endpoint on a line of its own and serves until its standard input closes.
+func serveEtcd(dir string) int {
+	var (
+		e        *embed.Etcd
+		endpoint string
+		err      error
+	)
+	// The ports are picked free just before etcd binds them; another
+	// process could take one in between, so try a few times.
+	for attempt := 0; attempt < 5; attempt++ {
+		if e, endpoint, err = startEtcd(dir, attempt); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the embedded etcd:", err)
+		return 1
+	}
+	defer e.Close()
+	fmt.Println(endpoint)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
 }
 
 func runTests(m *testing.M) int {
@@ -37,19 +80,33 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 
-	// The ports are picked free just before etcd binds them; another
-	// process could take one in between, so try a few times.
-	for attempt := 0; ; attempt++ {
-		testEtcd, testEndpoint, err = startEtcd(dir, attempt)
-		if err == nil || attempt == 4 {
-			break
-		}
-	}
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), serverEnv+"="+dir)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the embedded etcd:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer testEtcd.Close()
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the etcd process:", err)
+		return 1
+	}
+	defer func() {
+		stdin.Close()
+		_ = child.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "the etcd process did not report its endpoint:", err)
+		return 1
+	}
+	testEndpoint = strings.TrimSpace(line)
 
 	testClient, err = newTestClient()
 	if err != nil {

@@ -177,22 +177,32 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 			}
 		}()
 	}()
+	var items []item
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
 			return from, err
 		}
+		items = items[:0]
 		for _, ev := range resp.Events {
 			it, ok, err := w.translate(ev)
 			if err != nil {
 				w.end(err)
 				return from, nil
 			}
-			if ok && !w.push(it) {
-				return from, nil
+			if ok {
+				items = append(items, it)
 			}
+		}
+		// One hand-over per response: a consumer waiting in Next wakes
+		// once for all of it.
+		if len(items) > 0 && !w.push(items) {
+			return from, nil
+		}
+		clear(items)
+		if n := len(resp.Events); n > 0 {
 			// Every event of a revision arrives in one response, so the
 			// next revision is where a resumed watch starts.
-			from = ev.Kv.ModRevision + 1
+			from = resp.Events[n-1].Kv.ModRevision + 1
 		}
 		bo.Reset()
 	}
@@ -243,21 +253,21 @@ func newEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
 	}}
 }
 
-// push buffers it for the consumer, or ends the watch with
-// storage.ErrWatchTooSlow when the buffer is full. It reports whether the
-// watch goes on.
-func (w *watch) push(it item) bool {
+// push buffers items for the consumer, or ends the watch with
+// storage.ErrWatchTooSlow when they do not fit in the buffer. It reports
+// whether the watch goes on.
+func (w *watch) push(items []item) bool {
 	w.mu.Lock()
 	if w.err != nil {
 		w.mu.Unlock()
 		return false
 	}
-	if len(w.pending) >= w.limit {
+	if len(w.pending)+len(items) > w.limit {
 		w.endLocked(storage.ErrWatchTooSlow)
 		w.mu.Unlock()
 		return false
 	}
-	w.pending = append(w.pending, it)
+	w.pending = append(w.pending, items...)
 	wake := w.waiting
 	w.waiting = false
 	w.mu.Unlock()
