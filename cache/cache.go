@@ -242,7 +242,7 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 }
 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
-	tc.intern(res)
+	res = tc.compact(res)
 	k := idKeyOf(res.Id)
 	e := newEntry(res)
 	for _, ix := range tc.list {
@@ -272,27 +272,6 @@ func (tc *typeCache) indexEntry(ix *index, e *entry) {
 	}
 	for _, k := range keys {
 		ix.insert(e, k)
-	}
-}
-
-// intern points res's Type and Tenancy at shared copies.
-func (tc *typeCache) intern(res *pbresource.Resource) {
-	id := res.Id
-	if t := id.Type; t != nil {
-		tk := t.GroupVersion
-		if shared, ok := tc.types[tk]; ok {
-			id.Type = shared
-		} else {
-			tc.types[tk] = t
-		}
-	}
-	if ten := id.Tenancy; ten != nil {
-		tk := idKey{partition: ten.Partition, namespace: ten.Namespace}
-		if shared, ok := tc.tenancies[tk]; ok {
-			id.Tenancy = shared
-		} else {
-			tc.tenancies[tk] = ten
-		}
 	}
 }
 
