@@ -25,6 +25,8 @@ type Queue[K comparable, V any] struct {
 	// straight at the items.
 	items map[K]*item[K, V]
 	free  []*item[K, V]
+	slab  []item[K, V] // fresh items, allocated in chunks
+	peak  int          // most keys held at once since items was last made
 
 	// ready holds items waiting for a worker, in FIFO order, as a ring
 	// buffer: head indexes the oldest entry, n counts the live ones.
@@ -112,12 +114,27 @@ func (q *Queue[K, V]) lookup(key K) *item[K, V] {
 		it = q.free[n-1]
 		q.free = q.free[:n-1]
 	} else {
-		it = new(item[K, V])
+		if len(q.slab) == 0 {
+			q.slab = make([]item[K, V], slabSize)
+		}
+		it = &q.slab[0]
+		q.slab = q.slab[1:]
 	}
 	it.key = key
 	q.items[key] = it
+	if len(q.items) > q.peak {
+		q.peak = len(q.items)
+	}
 	return it
 }
+
+// slabSize is how many items are allocated at once.
+const slabSize = 64
+
+// shrinkAfter is the peak number of keys past which an emptied queue makes
+// a new map: a Go map keeps the room it grew to, and a burst of keys (a
+// controller's start-up) would otherwise pin it for good.
+const shrinkAfter = 4096
 
 // release forgets an item that is no longer waiting, running or delayed.
 func (q *Queue[K, V]) release(it *item[K, V]) {
@@ -125,6 +142,10 @@ func (q *Queue[K, V]) release(it *item[K, V]) {
 	*it = item[K, V]{gen: it.gen + 1}
 	if len(q.free) < 1024 {
 		q.free = append(q.free, it)
+	}
+	if len(q.items) == 0 && q.peak > shrinkAfter {
+		q.items = make(map[K]*item[K, V])
+		q.peak = 0
 	}
 }
 
