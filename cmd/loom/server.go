@@ -40,6 +40,7 @@ type serverFlags struct {
 	logLevel        string
 	logJSON         bool
 	shutdownTimeout time.Duration
+	etcd            etcdFlags
 }
 
 func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
@@ -47,21 +48,29 @@ func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
 	fs := flag.NewFlagSet("loom server", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: loom server -dev [flags]\n\n"+
+		fmt.Fprintf(output, "Usage: loom server -dev [flags]\n"+
+			"       loom server -storage etcd -etcd-endpoints host:port,... [flags]\n\n"+
 			"Runs a Loom server: the ResourceService over gRPC (with server reflection,\n"+
-			"so grpcurl needs no protoset) and the gRPC health service.\n\n"+
-			"Only the development server exists for now: -dev keeps resources in memory\n"+
-			"(they are gone when the server stops) and registers the example types of\n"+
-			"examples/foo (foo.v1.Bar, foo.v2.Bar, foo.v1.Zip, foo.v1.Qux).\n\nFlags:\n")
+			"so grpcurl needs no protoset), the gRPC health service, and the controllers\n"+
+			"of the example types of examples/foo (foo.v1.Bar, foo.v2.Bar, foo.v1.Zip,\n"+
+			"foo.v1.Qux) with the built-in tombstone reaper.\n\n"+
+			"-dev keeps resources in memory (they are gone when the server stops); the\n"+
+			"server is always the leader.\n\n"+
+			"-storage etcd keeps them in an etcd cluster that several servers share.\n"+
+			"Every server serves the API; the servers elect a leader through etcd\n"+
+			"(-lease-ttl), and only the leader runs the controllers, fencing its writes\n"+
+			"so a deposed leader's late writes are refused. The password may be given\n"+
+			"in the environment variable %s instead of -etcd-password.\n\nFlags:\n", etcdPasswordEnv)
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&f.dev, "dev", false, "run a development server: in-memory storage and the example types")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", defaultGRPCAddr, "`address` the gRPC server listens on (port 0 picks a free port)")
-	fs.StringVar(&f.storage, "storage", "inmem", "storage `backend`; only inmem is available for now")
+	fs.StringVar(&f.storage, "storage", "inmem", "storage `backend`: inmem (with -dev) or etcd")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
 		"how long to let in-flight requests finish on SIGINT/SIGTERM before closing connections")
+	f.etcd.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err
@@ -74,15 +83,28 @@ func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return f, usagef("server: unknown -log-level %q (want trace, debug, info, warn or error)", f.logLevel)
 	}
-	if f.storage != "inmem" {
-		return f, usagef("server: unknown -storage %q: only inmem (in-memory) storage is available for now", f.storage)
-	}
-	if !f.dev {
-		return f, usagef("server: only the development server is available for now; " +
-			"run 'loom server -dev' (in-memory storage, example types registered)")
-	}
 	if f.shutdownTimeout <= 0 {
 		return f, usagef("server: -shutdown-timeout must be positive")
+	}
+	switch f.storage {
+	case "inmem":
+		if set := etcdFlagsSet(fs); set != "" {
+			return f, usagef("server: -%s is for -storage etcd", set)
+		}
+		if !f.dev {
+			return f, usagef("server: in-memory storage is for the development server: " +
+				"run 'loom server -dev', or 'loom server -storage etcd -etcd-endpoints ...' to keep resources in etcd")
+		}
+	case "etcd":
+		if f.dev {
+			return f, usagef("server: -dev runs on in-memory storage; leave it out with -storage etcd " +
+				"(the example types are served either way)")
+		}
+		if err := f.etcd.check(); err != nil {
+			return f, err
+		}
+	default:
+		return f, usagef("server: unknown -storage %q (want inmem or etcd)", f.storage)
 	}
 	return f, nil
 }
@@ -105,10 +127,25 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 		JSONFormat: f.logJSON,
 	})
 
-	backend, err := newBackend(f.storage)
-	if err != nil {
-		return err
+	// What the storage needs: the backend, the leader lease (nil: this
+	// server is always the leader) and what to close when the server has
+	// stopped.
+	var (
+		backend storage.Backend
+		lease   leaderLease
+		closeFn = func() {}
+	)
+	switch f.storage {
+	case "etcd":
+		st, err := openEtcd(ctx, f.etcd, logger)
+		if err != nil {
+			return err
+		}
+		backend, lease, closeFn = st.backend, st.lease, st.close
+	default:
+		backend = inmem.New()
 	}
+	defer closeFn()
 	registry := resource.NewRegistry()
 	foo.RegisterTypes(registry)
 
@@ -124,14 +161,21 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 
 	// The controllers run in this process and talk to the service directly.
-	// A single server is always the leader.
-	mgr, err := controller.NewManager(server.NewInProcessClient(svc), logger.Named("controller"))
+	// A single in-memory server is always the leader; on etcd the servers
+	// elect one.
+	var mgrOpts []controller.ManagerOption
+	if lease != nil {
+		mgrOpts = append(mgrOpts, controller.WithLease(lease))
+	}
+	mgr, err := controller.NewManager(server.NewInProcessClient(svc), logger.Named("controller"), mgrOpts...)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	mgr.Register(reaper.Controller())
 	foo.RegisterControllers(mgr)
-	mgr.SetLeader(true)
+	if lease == nil {
+		mgr.SetLeader(true)
+	}
 	mgrCtx, stopMgr := context.WithCancel(context.Background())
 	defer stopMgr()
 	mgrDone := make(chan error, 1)
@@ -148,8 +192,12 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()
 
-	logger.Info("development server: resources are kept in memory and lost on exit",
-		"storage", f.storage, "types", typeNames(registry))
+	if f.dev {
+		logger.Info("development server: resources are kept in memory and lost on exit",
+			"storage", f.storage, "types", typeNames(registry))
+	} else {
+		logger.Info("serving", "storage", f.storage, "types", typeNames(registry))
+	}
 	// Tests and people read the bound address from this line (useful with
 	// -grpc-addr 127.0.0.1:0).
 	logger.Info("gRPC server listening", "addr", lis.Addr().String())
@@ -187,14 +235,6 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
-}
-
-func newBackend(name string) (storage.Backend, error) {
-	switch name {
-	case "inmem":
-		return inmem.New(), nil
-	}
-	return nil, usagef("server: unknown -storage %q", name)
 }
 
 func typeNames(r resource.Registry) string {

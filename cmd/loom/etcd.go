@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/storage"
+	loometcd "github.com/loomrt/loom/storage/etcd"
+)
+
+const (
+	defaultEtcdPrefix = loometcd.DefaultPrefix
+	defaultLeaseTTL   = 10 * time.Second
+	// etcdPasswordEnv may hold the etcd password, which is better kept out
+	// of the command line (other users can read it in the process list).
+	etcdPasswordEnv = "LOOM_ETCD_PASSWORD"
+	// etcdDialTimeout bounds connecting to etcd, and the check at start-up
+	// that it answers.
+	etcdDialTimeout = 10 * time.Second
+	// leaderKeySuffix follows the key prefix in the election key. The
+	// backend's keys live under <prefix>/r/ and <prefix>/o/, so the two never
+	// meet.
+	leaderKeySuffix = "/leader"
+)
+
+// etcdFlags are the flags of -storage etcd.
+type etcdFlags struct {
+	endpoints string
+	prefix    string
+	ca        string
+	cert      string
+	key       string
+	username  string
+	password  string
+	leaseTTL  time.Duration
+	nodeName  string
+}
+
+// etcdFlagNames are the flags that only make sense with -storage etcd.
+var etcdFlagNames = []string{
+	"etcd-endpoints", "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key",
+	"etcd-username", "etcd-password", "lease-ttl", "node-name",
+}
+
+func (f *etcdFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoints, "etcd-endpoints", "",
+		"comma-separated etcd client `endpoints` (host:port, or https://host:port), for -storage etcd")
+	fs.StringVar(&f.prefix, "etcd-prefix", defaultEtcdPrefix,
+		"etcd key `prefix` of this Loom store; servers sharing a store use the same prefix")
+	fs.StringVar(&f.ca, "etcd-ca", "", "`file` of PEM CA certificates to verify etcd's server certificate (enables TLS)")
+	fs.StringVar(&f.cert, "etcd-cert", "", "`file` with the PEM client certificate for etcd (with -etcd-key; enables TLS)")
+	fs.StringVar(&f.key, "etcd-key", "", "`file` with the PEM private key of -etcd-cert")
+	fs.StringVar(&f.username, "etcd-username", "", "etcd `user` name, when etcd has authentication on")
+	fs.StringVar(&f.password, "etcd-password", "", "etcd `password` of -etcd-username (or set "+etcdPasswordEnv+")")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL,
+		"`TTL` of the leader lease: how long the servers wait for a leader that vanished "+
+			"(whole seconds, at least 1s)")
+	fs.StringVar(&f.nodeName, "node-name", "",
+		"`name` of this server, stored in the leader key and shown in logs (default: host name and process id)")
+}
+
+// etcdFlagsSet returns the name of an etcd flag given on the command line,
+// or "".
+func etcdFlagsSet(fs *flag.FlagSet) string {
+	var set string
+	fs.Visit(func(fl *flag.Flag) {
+		for _, name := range etcdFlagNames {
+			if fl.Name == name && set == "" {
+				set = name
+			}
+		}
+	})
+	return set
+}
+
+// check validates the flags of -storage etcd and fills in defaults.
+func (f *etcdFlags) check() error {
+	if len(f.endpointList()) == 0 {
+		return usagef("server: -storage etcd needs -etcd-endpoints (e.g. 127.0.0.1:2379)")
+	}
+	if (f.cert == "") != (f.key == "") {
+		return usagef("server: -etcd-cert and -etcd-key go together")
+	}
+	if f.password == "" {
+		f.password = os.Getenv(etcdPasswordEnv)
+	}
+	if f.password != "" && f.username == "" {
+		return usagef("server: an etcd password needs -etcd-username")
+	}
+	if f.leaseTTL < time.Second {
+		return usagef("server: -lease-ttl must be at least 1s (etcd counts lease TTLs in whole seconds)")
+	}
+	if f.leaseTTL%time.Second != 0 {
+		return usagef("server: -lease-ttl %s is not a whole number of seconds", f.leaseTTL)
+	}
+	if f.nodeName == "" {
+		host, _ := os.Hostname()
+		f.nodeName = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	return nil
+}
+
+func (f *etcdFlags) endpointList() []string {
+	var out []string
+	for _, e := range strings.Split(f.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// tlsConfig returns the TLS configuration for etcd, nil without TLS flags.
+func (f *etcdFlags) tlsConfig() (*tls.Config, error) {
+	if f.ca == "" && f.cert == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("server: -etcd-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("server: -etcd-ca: no PEM certificate in %s", f.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if f.cert != "" {
+		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return nil, fmt.Errorf("server: -etcd-cert/-etcd-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// leaderLease is what the host needs of a leader lease: the Manager's
+// Lease, with the fencing token for the logs.
+type leaderLease interface {
+	controller.Lease
+	controller.Fencer
+}
+
+// etcdStorage is an open etcd store: the backend, the leader lease, and
+// close, which resigns leadership (call it after the controllers stopped)
+// and closes the client.
+type etcdStorage struct {
+	backend storage.Backend
+	lease   leaderLease
+	close   func()
+}
+
+// openEtcd connects to etcd, checks that it answers, and starts
+// campaigning for leadership.
+func openEtcd(ctx context.Context, f etcdFlags, logger hclog.Logger) (*etcdStorage, error) {
+	tlsCfg, err := f.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	endpoints := f.endpointList()
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: etcdDialTimeout,
+		TLS:         tlsCfg,
+		Username:    f.username,
+		Password:    f.password,
+		// Loom logs what matters about etcd itself (see the backend and
+		// lease loggers); the client's own log is retry chatter.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: connecting to etcd at %s: %w", strings.Join(endpoints, ","), err)
+	}
+	// Fail fast when etcd is unreachable or refuses us, rather than serve
+	// errors: one linearizable read needs a quorum and the credentials.
+	checkCtx, cancel := context.WithTimeout(ctx, etcdDialTimeout)
+	_, err = client.Get(checkCtx, f.prefix+leaderKeySuffix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("server: etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
+	}
+
+	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithLogger(logger.Named("etcd")))
+	leaseCtx, stopLease := context.WithCancel(context.Background())
+	electionKey := strings.TrimRight(f.prefix, "/") + leaderKeySuffix
+	lease, err := loometcd.NewLease(leaseCtx, client, electionKey, f.leaseTTL,
+		loometcd.WithLeaseValue(f.nodeName), loometcd.WithLeaseLogger(logger.Named("lease")))
+	if err != nil {
+		stopLease()
+		client.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		logLeadership(leaseCtx, lease, logger.Named("leader"))
+	}()
+	logger.Info("storage: etcd", "endpoints", strings.Join(endpoints, ","), "prefix", f.prefix,
+		"election", electionKey, "lease_ttl", f.leaseTTL, "node", f.nodeName, "tls", tlsCfg != nil)
+
+	return &etcdStorage{
+		backend: backend,
+		lease:   lease,
+		close: func() {
+			// Resign, so another server takes over at once instead of
+			// after the TTL; then let go of etcd.
+			stopLease()
+			select {
+			case <-lease.Done():
+			case <-time.After(f.leaseTTL):
+				logger.Warn("leader lease did not resign in time; the others wait for its TTL")
+			}
+			<-logDone
+			client.Close()
+		},
+	}, nil
+}
+
+// logLeadership logs every change of leadership, with the term: the
+// revision of the leader key, which grows with each election, so terms
+// order the leaders of a cluster. Until ctx ends.
+func logLeadership(ctx context.Context, l leaderLease, logger hclog.Logger) {
+	var term int64 // 0: not leading
+	for {
+		changed := l.Changed()
+		_, rev, held := l.Fence()
+		if !held {
+			rev = 0
+		}
+		if rev != term {
+			if term != 0 {
+				logger.Info("lost leadership", "term", term)
+			}
+			if rev != 0 {
+				logger.Info("became leader", "term", rev)
+			}
+			term = rev
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			if term != 0 {
+				logger.Info("lost leadership", "term", term, "reason", "shutting down")
+			}
+			return
+		}
+	}
+}

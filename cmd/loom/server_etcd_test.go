@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/storage/etcd/etcdtest"
+)
+
+var becameLeaderRE = regexp.MustCompile(`became leader: term=(\d+)`)
+
+// waitLog waits until re matches log and returns the match.
+func waitLog(t *testing.T, log *syncBuffer, re *regexp.Regexp, within time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if m := re.FindStringSubmatch(log.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line matching %q within %s; log:\n%s", re, within, log)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// waitObserved waits until the example controller's status on the Bar
+// named name reports the Bar's current generation, read through client.
+func waitObserved(t *testing.T, client pbresource.ResourceServiceClient, id *pbresource.ID, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var last *pbresource.Resource
+	for {
+		rsp, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
+		if err == nil {
+			last = rsp.Resource
+			if last.GetStatus()["foo.bar"].GetObservedGeneration() == last.GetGeneration() {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the bar controller did not report generation of %s within %s; last read: %v (%v)", id.Name, within, last, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// TestEtcdServers runs two servers on one embedded etcd: both serve the
+// API, one leads and runs the controllers; when it stops, it resigns and
+// the other takes over at once, with a later term.
+func TestEtcdServers(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	args := func(node string) []string {
+		return []string{"-storage", "etcd", "-etcd-endpoints", endpoint, "-etcd-prefix", "/loomtest",
+			"-grpc-addr", "127.0.0.1:0", "-lease-ttl", "2s", "-node-name", node}
+	}
+	addrA, logA, stopA := startServer(t, args("a")...)
+	termA, _ := strconv.ParseInt(waitLog(t, logA, becameLeaderRE, 10*time.Second)[1], 10, 64)
+	addrB, logB, stopB := startServer(t, args("b")...)
+	clientA := pbresource.NewResourceServiceClient(dial(t, addrA))
+	clientB := pbresource.NewResourceServiceClient(dial(t, addrB))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Written through b, reconciled by a, visible on both.
+	wrote, err := clientB.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "one", "First")})
+	if err != nil {
+		t.Fatalf("Write through b: %v", err)
+	}
+	waitObserved(t, clientB, wrote.Resource.Id, 10*time.Second)
+	waitObserved(t, clientA, wrote.Resource.Id, 10*time.Second)
+	if becameLeaderRE.MatchString(logB.String()) {
+		t.Fatalf("both servers lead; b's log:\n%s", logB)
+	}
+
+	// a stops: it resigns, b leads with a later term, well within the TTL.
+	start := time.Now()
+	if err := stopA(); err != nil {
+		t.Fatalf("stopping a: %v\nlog:\n%s", err, logA)
+	}
+	waitLog(t, logA, regexp.MustCompile(`lost leadership: term=`+strconv.FormatInt(termA, 10)), time.Second)
+	termB, _ := strconv.ParseInt(waitLog(t, logB, becameLeaderRE, 5*time.Second)[1], 10, 64)
+	t.Logf("b became leader %s after a began stopping", time.Since(start))
+	if termB <= termA {
+		t.Errorf("b's term %d is not after a's %d", termB, termA)
+	}
+
+	updated, err := clientB.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "one", "Second")})
+	if err != nil {
+		t.Fatalf("Write through b: %v", err)
+	}
+	waitObserved(t, clientB, updated.Resource.Id, 10*time.Second)
+	if err := stopB(); err != nil {
+		t.Fatalf("stopping b: %v\nlog:\n%s", err, logB)
+	}
+}
+
+// TestEtcdServerUnreachable checks that a server whose etcd does not answer
+// fails at start-up with a message naming it.
+func TestEtcdServerUnreachable(t *testing.T) {
+	t.Parallel() // it waits for the etcd dial timeout
+	// A port nothing listens on: taken and released.
+	u, err := etcdtest.FreeURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	err = run(context.Background(), []string{"server", "-storage", "etcd", "-etcd-endpoints", u.Host,
+		"-grpc-addr", "127.0.0.1:0"}, nil, log)
+	if err == nil || !regexp.MustCompile(`etcd at .* does not answer`).MatchString(err.Error()) {
+		t.Fatalf("got %v, want an error saying etcd does not answer", err)
+	}
+}
+
+func TestEtcdFlagValues(t *testing.T) {
+	t.Setenv(etcdPasswordEnv, "from-env")
+	f, err := parseServerFlags([]string{"-storage", "etcd", "-etcd-endpoints", " a:1, https://b:2 ,", "-etcd-username", "u"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.etcd.endpointList(); !slices.Equal(got, []string{"a:1", "https://b:2"}) {
+		t.Errorf("endpoints = %q", got)
+	}
+	if f.etcd.password != "from-env" {
+		t.Errorf("password = %q, want the one from %s", f.etcd.password, etcdPasswordEnv)
+	}
+	if f.etcd.prefix != "/loom" || f.etcd.leaseTTL != 10*time.Second || f.etcd.nodeName == "" {
+		t.Errorf("defaults: prefix %q, lease TTL %s, node name %q", f.etcd.prefix, f.etcd.leaseTTL, f.etcd.nodeName)
+	}
+	if cfg, err := f.etcd.tlsConfig(); cfg != nil || err != nil {
+		t.Errorf("TLS without TLS flags: %v %v", cfg, err)
+	}
+
+	t.Setenv(etcdPasswordEnv, "")
+	f, err = parseServerFlags([]string{"-storage", "etcd", "-etcd-endpoints", "a:1", "-etcd-ca", "/nonexistent/ca.pem"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.etcd.tlsConfig(); err == nil || !strings.Contains(err.Error(), "-etcd-ca") {
+		t.Errorf("a missing CA file: got %v, want an error naming -etcd-ca", err)
+	}
+}
