@@ -276,6 +276,11 @@ func (l *Lease) term(ctx context.Context) (elected bool, err error) {
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != rev || clientv3.LeaseID(resp.Kvs[0].Lease) != id {
 		return false, errKeyDeleted
 	}
+	select {
+	case err := <-lost:
+		return false, err
+	default:
+	}
 	l.setHeld(true, key, rev)
 	l.logger.Info("leader election: elected", "election", l.election, "key", key, "revision", rev)
 	defer func() {

@@ -178,7 +178,19 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 		}()
 	}()
 	var items []item
-	for resp := range wch {
+	for {
+		var resp clientv3.WatchResponse
+		var open bool
+		select {
+		case resp, open = <-wch:
+		case <-ctx.Done():
+			// Closed. Do not wait for the channel: cut off from etcd, the
+			// client closes it only once it has reconnected.
+			return from, ctx.Err()
+		}
+		if !open {
+			break
+		}
 		if err := resp.Err(); err != nil {
 			return from, err
 		}

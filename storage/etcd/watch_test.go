@@ -194,3 +194,29 @@ func TestWatchEndsWhenClientCloses(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, errors.Is(err, context.DeadlineExceeded), "Next must not wait for its deadline: %v", err)
 }
+
+// TestWatchCloseWhileCutOff closes a watch whose etcd connection is down:
+// Close must not wait for the client to reconnect.
+func TestWatchCloseWhileCutOff(t *testing.T) {
+	p := newProxy(t)
+	b := New(p.client(t), WithPrefix(newPrefix()))
+	ctx := testContext(t)
+	w, err := b.WatchList(ctx, widget, anyTenancy, "")
+	require.NoError(t, err)
+	require.NotNil(t, nextEvent(t, ctx, w).GetEndOfSnapshot())
+
+	p.setCut(true)
+	time.Sleep(200 * time.Millisecond) // let the client notice
+	closed := make(chan struct{})
+	go func() {
+		w.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for etcd to come back")
+	}
+	_, err = w.Next(ctx)
+	require.ErrorIs(t, err, storage.ErrWatchClosed)
+}
