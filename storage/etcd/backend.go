@@ -70,8 +70,11 @@ type Backend struct {
 	// that is behind it (see Read).
 	seen atomic.Int64
 
-	// slowWrites counts the updates made by updateSlow, for tests.
-	slowWrites atomic.Int64
+	// slowWrites counts the updates made by updateSlow, and
+	// readFallbacks the eventually consistent reads repeated as
+	// linearizable ones; for tests.
+	slowWrites    atomic.Int64
+	readFallbacks atomic.Int64
 
 	// beforeWatch, when set (by tests), runs between the snapshot read of
 	// a WatchList and the start of its etcd watch.
@@ -169,6 +172,7 @@ func (b *Backend) get(ctx context.Context, consistency storage.ReadConsistency, 
 			return nil, readError(ctx, err)
 		}
 		// Behind, or this member could not answer at all: ask the leader.
+		b.readFallbacks.Add(1)
 	}
 	resp, err := b.client.Get(ctx, key, opts...)
 	if err != nil {
