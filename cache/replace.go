@@ -36,6 +36,11 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 
+	if len(tc.byID) == 0 && len(resources) > 0 {
+		// The first snapshot: make the map its final size at once instead
+		// of growing it step by step.
+		tc.byID = make(map[idKey]*entry, len(resources))
+	}
 	seen := make(map[idKey]struct{}, len(resources))
 	var events []Event
 	for _, res := range resources {
