@@ -17,7 +17,7 @@ PROTO_FILES := proto/pbresource/resource.proto \
 BENCH ?= .
 BENCHCOUNT ?= 5
 
-.PHONY: all build test vet proto bench bench-compare dev fuzz
+.PHONY: all build test vet proto bench bench-compare dev fuzz test-cluster
 
 all: build
 
@@ -37,6 +37,14 @@ test: vet
 		if [ -n "$$CI" ]; then echo "error: CI must run the tests with -race" >&2; exit 1; fi; \
 	fi
 	@for m in $(MODULES); do (cd $$m && $(GO) test $(RACE) -count=1 ./...) || exit 1; done
+
+# The multi-process test of Loom on etcd: a 3-member etcd cluster and 3
+# `loom server -storage etcd` processes on loopback, the leading server and
+# etcd's leader killed, then the next leader frozen, while a client writes
+# (storage/etcd/clustertest). Not part of `make test`; it builds the binaries
+# itself and needs nothing installed but Go.
+test-cluster:
+	cd storage/etcd && $(GO) vet -tags cluster ./clustertest/ && $(GO) test -tags cluster -count=1 -timeout 10m -v ./clustertest/
 
 dev:
 	$(GO) run ./cmd/loom server -dev
