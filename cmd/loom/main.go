@@ -2,6 +2,7 @@
 // ResourceService.
 //
 //	loom server -dev                     run a development server (in-memory storage)
+//	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
 //	loom write|read|list|delete|watch    use the ResourceService of a running server
 //	loom version                         print the version
 //	loom help                            show the commands
@@ -79,7 +80,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"server", "run a Loom server (for now: -dev, in-memory storage)", runServer},
+		{"server", "run a Loom server (-dev in memory, or -storage etcd)", runServer},
 		{"read", "read one resource from a server", runRead},
 		{"list", "list resources of a type", runList},
 		{"write", "write a resource given as JSON", runWrite},

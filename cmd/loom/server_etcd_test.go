@@ -5,8 +5,8 @@ import (
 	"io"
 	"regexp"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
