@@ -103,14 +103,14 @@ func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.Mut
 	return &pbresource.MutateAndValidateResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
-func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	st := &inprocWatch{
 		ctx:    ctx,
 		events: make(chan *pbresource.WatchEvent, inprocWatchBuffer),
 		done:   make(chan struct{}),
 	}
-	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st}
+	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shared: resource.WantsSharedWatchEvents(opts)}
 	req := cloneWatchListRequest(in)
 	go func() {
 		defer cancel()
@@ -174,16 +174,23 @@ func (w *inprocWatch) RecvMsg(m any) error {
 
 // inprocWatchServer is the server side of an in-process WatchList stream:
 // Send copies each event into the client's buffer, waiting while it is full.
+// With shared set (resource.SharedWatchEvents), it hands over the event
+// itself: the caller promised to treat it as read-only, and the server never
+// changes an event it has sent.
 type inprocWatchServer struct {
-	ctx context.Context
-	st  *inprocWatch
+	ctx    context.Context
+	st     *inprocWatch
+	shared bool
 }
 
 var _ grpc.ServerStreamingServer[pbresource.WatchEvent] = (*inprocWatchServer)(nil)
 
 func (s *inprocWatchServer) Send(ev *pbresource.WatchEvent) error {
+	if !s.shared {
+		ev = cloneWatchEvent(ev)
+	}
 	select {
-	case s.st.events <- cloneWatchEvent(ev):
+	case s.st.events <- ev:
 		return nil
 	case <-s.ctx.Done():
 		return status.FromContextError(s.ctx.Err()).Err()

@@ -6,10 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomrt/loom/examples/foo"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -214,4 +218,31 @@ func TestWatchList_ACL(t *testing.T) {
 	env.write(t, bar(t, "secret", "y"))
 	env.write(t, bar(t, "public", "y"))
 	require.Equal(t, "public", recvEvent(t, stream).GetUpsert().GetResource().GetId().GetName())
+}
+
+// TestWatchList_SharedEventsInProcess checks resource.SharedWatchEvents: two
+// in-process watchers that promise to treat events as read-only receive the
+// server's own event for a change, while a watcher without the option gets
+// a copy of its own.
+func TestWatchList_SharedEventsInProcess(t *testing.T) {
+	env := newEnv(t)
+	req := &pbresource.WatchListRequest{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "*", Namespace: "*"}}
+	open := func(opts ...grpc.CallOption) watchStream {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		stream, err := env.client.WatchList(ctx, req, opts...)
+		require.NoError(t, err)
+		require.NotNil(t, recvEvent(t, stream).GetEndOfSnapshot())
+		return stream
+	}
+	a := open(resource.SharedWatchEvents())
+	b := open(resource.SharedWatchEvents())
+	c := open()
+
+	env.write(t, bar(t, "one", "x"))
+	evA, evB, evC := recvEvent(t, a), recvEvent(t, b), recvEvent(t, c)
+	require.Equal(t, "one", evC.GetUpsert().GetResource().GetId().GetName())
+	assert.Same(t, evA.GetUpsert().GetResource(), evB.GetUpsert().GetResource(), "shared: the same message")
+	assert.NotSame(t, evA.GetUpsert().GetResource(), evC.GetUpsert().GetResource(), "not shared: a copy")
+	assert.True(t, proto.Equal(evA, evC))
 }
