@@ -15,17 +15,10 @@ type compactBlock struct {
 	data anypb.Any
 }
 
-// ownerBlock holds a copied owner ID with its own Type and Tenancy.
-type ownerBlock struct {
-	id      pbresource.ID
-	typ     pbresource.Type
-	tenancy pbresource.Tenancy
-}
-
 // compact returns the copy of res the cache keeps: the messages around the
 // data are rebuilt small (and, for the ID's type and tenancy, shared), while
-// the strings, the data bytes, the metadata and the statuses are taken over
-// as they are. The cache owns res (see Upsert), so taking them over is safe,
+// the strings, the data bytes, the metadata, the statuses and the owner are
+// taken over as they are. The cache owns res (see Upsert), so taking them over is safe,
 // and whatever else res held becomes garbage.
 func (tc *typeCache) compact(res *pbresource.Resource) *pbresource.Resource {
 	b := new(compactBlock)
@@ -41,19 +34,9 @@ func (tc *typeCache) compact(res *pbresource.Resource) *pbresource.Resource {
 		b.id.Tenancy = tc.sharedTenancy(id.Tenancy)
 		out.Id = &b.id
 	}
-	if o := res.Owner; o != nil {
-		ob := new(ownerBlock)
-		ob.id.Uid, ob.id.Name = o.Uid, o.Name
-		if t := o.Type; t != nil {
-			ob.typ.Group, ob.typ.GroupVersion, ob.typ.Kind = t.Group, t.GroupVersion, t.Kind
-			ob.id.Type = &ob.typ
-		}
-		if t := o.Tenancy; t != nil {
-			ob.tenancy.Partition, ob.tenancy.Namespace = t.Partition, t.Namespace
-			ob.id.Tenancy = &ob.tenancy
-		}
-		out.Owner = &ob.id
-	}
+	// The owner ID is taken over as it is: it is a message of its own when
+	// decoded from the wire, and the server's own when shared in process.
+	out.Owner = res.Owner
 	if d := res.Data; d != nil {
 		b.data.TypeUrl = d.TypeUrl
 		b.data.Value = d.Value
