@@ -11,39 +11,16 @@ var _ ReadOnlyCache = (*Cache)(nil)
 
 // Get implements ReadOnlyCache.
 func (c *Cache) Get(typ *pbresource.Type, index, key string) (*pbresource.Resource, error) {
-	tc, err := c.typeCache(typ)
-	if err != nil {
+	shared, err := c.lookup(typ, index, key)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	tc.mu.RLock()
-	defer tc.mu.RUnlock()
-	if index == IDIndex {
-		return tc.getByKey(key)
-	}
-	ix, err := tc.index(index)
-	if err != nil {
-		return nil, err
-	}
-	b := ix.buckets[key]
-	if b == nil {
+	case len(shared) == 0:
 		return nil, nil
+	case len(shared) > 1:
+		return nil, fmt.Errorf("index %q of %s holds %d resources under %q; use List", index, resource.TypeString(typ), len(shared), key)
 	}
-	if len(b.entries) > 1 {
-		return nil, fmt.Errorf("index %q of %s holds %d resources under %q; use List", index, resource.TypeString(typ), len(b.entries), key)
-	}
-	return resource.Clone(b.entries[0].res), nil
-}
-
-// getByKey looks up the id index by a Key string.
-func (tc *typeCache) getByKey(key string) (*pbresource.Resource, error) {
-	k, ok := parseKey(key)
-	if !ok {
-		return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
-	}
-	if e, ok := tc.byID[k]; ok {
-		return resource.Clone(e.res), nil
-	}
-	return nil, nil
+	return resource.Clone(shared[0]), nil
 }
 
 // parseKey splits a Key into the part the id index uses.
@@ -151,7 +128,7 @@ func (c *Cache) ListIterator(typ *pbresource.Type, index, key string) (ResourceI
 	if err != nil {
 		return nil, err
 	}
-	return &sliceIterator{items: shared}, nil
+	return &sliceIterator{items: shared, clone: true}, nil
 }
 
 // Parents implements ReadOnlyCache.
@@ -207,11 +184,11 @@ func (c *Cache) IDs(typ *pbresource.Type) ([]*pbresource.ID, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	out := make([]*pbresource.ID, 0, len(tc.byID))
+	ids := make([]*pbresource.ID, 0, len(tc.byID))
 	for _, e := range tc.byID {
-		out = append(out, resource.CloneID(e.res.Id))
+		ids = append(ids, e.res.Id)
 	}
-	return out, nil
+	return resource.CloneIDs(ids), nil
 }
 
 // Query implements ReadOnlyCache.
@@ -225,9 +202,13 @@ func (c *Cache) Query(name string, args ...any) (ResourceIterator, error) {
 	return q.Run(c, args...)
 }
 
+// sliceIterator walks a result set. With clone set the items are the
+// cache's own and each is copied when reached; otherwise they already
+// belong to the caller.
 type sliceIterator struct {
 	items []*pbresource.Resource
 	next  int
+	clone bool
 }
 
 func (it *sliceIterator) Next() *pbresource.Resource {
@@ -235,28 +216,17 @@ func (it *sliceIterator) Next() *pbresource.Resource {
 		return nil
 	}
 	r := it.items[it.next]
-	it.items[it.next] = nil
 	it.next++
-	return resource.Clone(r)
+	if it.clone {
+		it.items[it.next-1] = nil // the copy is handed out; drop the cache's
+		return resource.Clone(r)
+	}
+	return r
 }
 
 // NewIterator returns a ResourceIterator over resources the caller already
 // owns (they are handed out as they are, without copying). Queries use it to
 // return their results.
 func NewIterator(resources []*pbresource.Resource) ResourceIterator {
-	return &ownedIterator{items: resources}
-}
-
-type ownedIterator struct {
-	items []*pbresource.Resource
-	next  int
-}
-
-func (it *ownedIterator) Next() *pbresource.Resource {
-	if it.next >= len(it.items) {
-		return nil
-	}
-	r := it.items[it.next]
-	it.next++
-	return r
+	return &sliceIterator{items: resources}
 }
