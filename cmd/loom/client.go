@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/server"
 
 	// Linked in so the example types' data can be printed as JSON.
 	_ "github.com/loomrt/loom/examples/foo"
@@ -88,6 +89,19 @@ func (c *clientFlags) dial() (pbresource.ResourceServiceClient, func(), error) {
 	return pbresource.NewResourceServiceClient(conn), func() { conn.Close() }, nil
 }
 
+// call dials the server and runs f with a client and a context bounded by
+// -timeout, closing the connection afterwards.
+func (c *clientFlags) call(ctx context.Context, f func(context.Context, pbresource.ResourceServiceClient) error) error {
+	client, closeConn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return f(ctx, client)
+}
+
 // printJSON writes m as JSON: indented, or on one line when compact.
 // protojson varies its whitespace on purpose (so nobody relies on it); the
 // output is re-formatted with encoding/json to keep it tidy and stable.
@@ -120,21 +134,16 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	client, closeConn, err := c.dial()
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if *consistent {
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-consul-consistency-mode", "consistent")
-	}
-	resp, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, resp.Resource, false)
+	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
+		if *consistent {
+			ctx = metadata.AppendToOutgoingContext(ctx, server.ConsistencyModeKey, server.ConsistencyModeConsistent)
+		}
+		resp, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, resp.Resource, false)
+	})
 }
 
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -147,18 +156,13 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageError{err}
 	}
-	client, closeConn, err := c.dial()
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := client.List(ctx, &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, resp, false)
+	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
+		resp, err := client.List(ctx, &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, resp, false)
+	})
 }
 
 func runWrite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -183,18 +187,13 @@ func runWrite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	client, closeConn, err := c.dial()
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res})
-	if err != nil {
-		return err
-	}
-	return printJSON(stdout, resp.Resource, false)
+	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
+		resp, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res})
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, resp.Resource, false)
+	})
 }
 
 // parseResourceJSON accepts a WriteRequest or a bare Resource.
@@ -220,15 +219,10 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	client, closeConn, err := c.dial()
-	if err != nil {
+	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
+		_, err := client.Delete(ctx, &pbresource.DeleteRequest{Id: id, Version: *version})
 		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	_, err = client.Delete(ctx, &pbresource.DeleteRequest{Id: id, Version: *version})
-	return err
+	})
 }
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
