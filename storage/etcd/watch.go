@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage"
+	"github.com/loomrt/loom/storage/internal/eventq"
 )
 
 // watchRetryTimeout bounds how long a watch keeps trying to re-establish
@@ -70,14 +69,11 @@ func (b *Backend) WatchList(ctx context.Context, resType storage.UnversionedType
 func (b *Backend) watchFrom(q query, snap []*pbresource.Resource, from int64) *watch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watch{
-		b:        b,
-		q:        q,
-		limit:    b.watchBuffer,
-		cancel:   cancel,
-		notify:   make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		stopped:  make(chan struct{}),
-		snapshot: snap,
+		b:       b,
+		q:       q,
+		stopped: make(chan struct{}),
+		// Ending the watch, for whatever reason, stops the etcd watch.
+		buf: eventq.New(b.watchBuffer, snap, snapshotItem, item{ev: eventq.EndOfSnapshot()}, cancel),
 	}
 	go w.run(ctx, from)
 	return w
@@ -89,32 +85,17 @@ type item struct {
 	rev int64
 }
 
-// watch is the etcd storage.Watch. run fills pending; Next swaps pending
-// with its own batch when the batch is used up (one lock round per batch,
-// like the inmem backend's watch).
+// snapshotItem is the item of a snapshot resource: its revision needs no
+// recording, since the snapshot read already went through the Backend.
+func snapshotItem(res *pbresource.Resource) item { return item{ev: eventq.Upsert(res)} }
+
+// watch is the etcd storage.Watch: run translates the etcd watch's events
+// and pushes them to buf, from which Next hands them out.
 type watch struct {
-	b      *Backend
-	q      query
-	limit  int
-	cancel context.CancelFunc
-
-	notify  chan struct{} // capacity 1: wakes a waiting Next
-	done    chan struct{} // closed when the watch ends
+	b       *Backend
+	q       query
+	buf     *eventq.Queue[item]
 	stopped chan struct{} // closed when run returns
-	ended   atomic.Bool   // set, under mu, with err
-
-	// Consumer side, under nextMu.
-	nextMu   sync.Mutex
-	snapshot []*pbresource.Resource
-	sentEOS  bool
-	batch    []item
-	pos      int
-
-	// Producer side, under mu.
-	mu      sync.Mutex
-	pending []item
-	waiting bool
-	err     error
 }
 
 var _ storage.Watch = (*watch)(nil)
@@ -137,18 +118,18 @@ func (w *watch) run(ctx context.Context, from int64) {
 		}
 		switch {
 		case errors.Is(err, rpctypes.ErrCompacted):
-			w.end(fmt.Errorf("%w (needed revision %d): %w", ErrCompacted, from, err))
+			w.buf.End(fmt.Errorf("%w (needed revision %d): %w", ErrCompacted, from, err))
 			return
 		case errors.Is(err, rpctypes.ErrFutureRev):
-			w.end(fmt.Errorf("etcd: watch from revision %d: %w", from, err))
+			w.buf.End(fmt.Errorf("etcd: watch from revision %d: %w", from, err))
 			return
 		case w.b.client.Ctx().Err() != nil:
-			w.end(fmt.Errorf("etcd: watch ended: the etcd client was closed: %w", err))
+			w.buf.End(fmt.Errorf("etcd: watch ended: the etcd client was closed: %w", err))
 			return
 		}
 		delay := bo.NextBackOff()
 		if delay == backoff.Stop {
-			w.end(fmt.Errorf("%w: etcd watch: giving up after %s of retries: %w", storage.ErrInconsistent, watchRetryTimeout, err))
+			w.buf.End(fmt.Errorf("%w: etcd watch: giving up after %s of retries: %w", storage.ErrInconsistent, watchRetryTimeout, err))
 			return
 		}
 		w.b.logger.Warn("etcd watch interrupted, resuming", "range", w.q.rangePrefix, "from", from, "after", delay, "error", err)
@@ -198,7 +179,7 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 		for _, ev := range resp.Events {
 			it, ok, err := w.translate(ev)
 			if err != nil {
-				w.end(err)
+				w.buf.End(err)
 				return from, nil
 			}
 			if ok {
@@ -207,7 +188,7 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 		}
 		// One hand-over per response: a consumer waiting in Next wakes
 		// once for all of it.
-		if len(items) > 0 && !w.push(items) {
+		if len(items) > 0 && !w.buf.Push(items...) {
 			return from, nil
 		}
 		clear(items)
@@ -240,7 +221,7 @@ func (w *watch) translate(ev *clientv3.Event) (item, bool, error) {
 		if err != nil {
 			return item{}, false, err
 		}
-		return item{ev: newEvent(res, false), rev: kv.ModRevision}, true, nil
+		return item{ev: eventq.NewEvent(res, false), rev: kv.ModRevision}, true, nil
 	case mvccpb.DELETE:
 		if ev.PrevKv == nil {
 			return item{}, false, fmt.Errorf("%w: key %q at revision %d", errNoPrevKV, kv.Key, kv.ModRevision)
@@ -249,68 +230,9 @@ func (w *watch) translate(ev *clientv3.Event) (item, bool, error) {
 		if err != nil {
 			return item{}, false, err
 		}
-		return item{ev: newEvent(res, true), rev: kv.ModRevision}, true, nil
+		return item{ev: eventq.NewEvent(res, true), rev: kv.ModRevision}, true, nil
 	}
 	return item{}, false, fmt.Errorf("etcd: unknown event type %v", ev.Type)
-}
-
-func newEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
-	if deleted {
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{
-			Delete: &pbresource.WatchEvent_Delete{Resource: res},
-		}}
-	}
-	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{
-		Upsert: &pbresource.WatchEvent_Upsert{Resource: res},
-	}}
-}
-
-// push buffers items for the consumer, or ends the watch with
-// storage.ErrWatchTooSlow when they do not fit in the buffer. It reports
-// whether the watch goes on.
-func (w *watch) push(items []item) bool {
-	w.mu.Lock()
-	if w.err != nil {
-		w.mu.Unlock()
-		return false
-	}
-	if len(w.pending)+len(items) > w.limit {
-		w.endLocked(storage.ErrWatchTooSlow)
-		w.mu.Unlock()
-		return false
-	}
-	w.pending = append(w.pending, items...)
-	wake := w.waiting
-	w.waiting = false
-	w.mu.Unlock()
-	if wake {
-		select {
-		case w.notify <- struct{}{}:
-		default:
-		}
-	}
-	return true
-}
-
-// end ends the watch with err (unless it already ended).
-func (w *watch) end(err error) {
-	w.mu.Lock()
-	if w.err == nil {
-		w.endLocked(err)
-	}
-	w.mu.Unlock()
-}
-
-// endLocked records err, drops the buffered events, wakes Next and stops
-// the etcd watch. The caller holds mu.
-func (w *watch) endLocked(err error) {
-	if w.err == nil {
-		close(w.done)
-	}
-	w.err = err
-	w.ended.Store(true)
-	w.pending = nil
-	w.cancel()
 }
 
 // Next returns the snapshot's Upserts, then EndOfSnapshot, then the
@@ -319,80 +241,20 @@ func (w *watch) endLocked(err error) {
 // ErrCompacted, or another etcd error. The events are the caller's to
 // read, shared with nobody else.
 func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
-	w.nextMu.Lock()
-	for {
-		if w.ended.Load() {
-			w.snapshot, w.batch, w.pos = nil, nil, 0
-			w.nextMu.Unlock()
-			w.mu.Lock()
-			err := w.err
-			w.mu.Unlock()
-			return nil, err
-		}
-		if len(w.snapshot) > 0 {
-			res := w.snapshot[0]
-			w.snapshot[0] = nil
-			w.snapshot = w.snapshot[1:]
-			w.nextMu.Unlock()
-			return newEvent(res, false), nil
-		}
-		if !w.sentEOS {
-			w.sentEOS = true
-			w.snapshot = nil
-			w.nextMu.Unlock()
-			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{
-				EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{},
-			}}, nil
-		}
-		if w.pos < len(w.batch) {
-			it := w.batch[w.pos]
-			w.batch[w.pos] = item{}
-			w.pos++
-			w.nextMu.Unlock()
-			// Reads after this event must not be older than it.
-			w.b.observe(it.rev)
-			return it.ev, nil
-		}
-
-		w.mu.Lock()
-		if w.err != nil {
-			w.mu.Unlock()
-			continue // reported at the top of the loop
-		}
-		if len(w.pending) > 0 {
-			spare := w.batch[:0]
-			if cap(spare) > 1024 && cap(spare) > 4*len(w.pending) {
-				spare = nil // let a burst's buffer go
-			}
-			w.batch, w.pending = w.pending, spare
-			w.pos = 0
-			w.mu.Unlock()
-			continue
-		}
-		w.waiting = true
-		w.mu.Unlock()
-
-		w.nextMu.Unlock()
-		select {
-		case <-w.notify:
-		case <-w.done:
-		case <-ctx.Done():
-			w.mu.Lock()
-			w.waiting = false
-			w.mu.Unlock()
-			return nil, ctx.Err()
-		}
-		w.nextMu.Lock()
+	it, err := w.buf.Next(ctx)
+	if err != nil {
+		return nil, err
 	}
+	if it.rev > 0 {
+		// Reads after this event must not be older than it.
+		w.b.observe(it.rev)
+	}
+	return it.ev, nil
 }
 
 // Close ends the watch and waits until its etcd watch is released. Later
 // calls to Next, and one blocked in Next, return storage.ErrWatchClosed.
 func (w *watch) Close() {
-	w.mu.Lock()
-	if w.err != storage.ErrWatchClosed {
-		w.endLocked(storage.ErrWatchClosed)
-	}
-	w.mu.Unlock()
+	w.buf.Close()
 	<-w.stopped
 }

@@ -1,0 +1,226 @@
+// Package eventq is the buffer between a backend's change feed and one
+// storage.Watch consumer, shared by the storage backends. It hands out the
+// watch's snapshot, then EndOfSnapshot, then the buffered changes in order;
+// the producer never waits for the consumer, and a consumer that leaves more
+// than the limit untaken ends the watch with storage.ErrWatchTooSlow.
+//
+// Changes travel in two slices. The producer appends to pending under mu.
+// Next hands out items from batch, which only the consumer touches (under
+// nextMu); when batch is used up, Next swaps the two slices under mu, so a
+// consumer takes everything buffered with one lock round and the slices'
+// arrays are reused without copying or allocating. A consumer blocked in
+// Next sets waiting, and the next producer to append wakes it through
+// notify, so a producer that finds the consumer busy pays no channel
+// operation.
+package eventq
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/storage"
+)
+
+// Queue buffers the items (T: what a backend hands over per change) of one
+// watch. The zero value is not usable; call New.
+type Queue[T any] struct {
+	limit    int
+	snapItem func(*pbresource.Resource) T
+	eos      T
+	onEnd    func()
+
+	notify chan struct{} // capacity 1: wakes a waiting Next
+	done   chan struct{} // closed when the watch ends
+	ended  atomic.Bool   // set, under mu, with err
+
+	// Consumer side, under nextMu.
+	nextMu   sync.Mutex
+	snapshot []*pbresource.Resource // the part of the snapshot not yet delivered
+	sentEOS  bool
+	batch    []T // taken from pending, delivered up to pos
+	pos      int
+
+	// Producer side, under mu.
+	mu      sync.Mutex
+	pending []T
+	waiting bool
+	err     error // why the watch ended, nil while it runs
+}
+
+// New returns a queue that first hands out snapshot (each resource turned
+// into an item by snapItem), then eos, then what is pushed. At most limit
+// pushed items may wait. onEnd, if set, is called (under the queue's lock,
+// so it must not call back into the queue) each time the watch is ended.
+func New[T any](limit int, snapshot []*pbresource.Resource, snapItem func(*pbresource.Resource) T, eos T, onEnd func()) *Queue[T] {
+	return &Queue[T]{
+		limit:    limit,
+		snapshot: snapshot,
+		snapItem: snapItem,
+		eos:      eos,
+		onEnd:    onEnd,
+		notify:   make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+}
+
+// Push appends items, or ends the watch with storage.ErrWatchTooSlow when
+// they do not fit. It reports whether the watch is still running, and never
+// blocks on the consumer.
+func (q *Queue[T]) Push(items ...T) bool {
+	q.mu.Lock()
+	if q.err != nil {
+		q.mu.Unlock()
+		return false
+	}
+	if len(q.pending)+len(items) > q.limit {
+		q.endLocked(storage.ErrWatchTooSlow)
+		q.mu.Unlock()
+		return false
+	}
+	q.pending = append(q.pending, items...)
+	wake := q.waiting
+	q.waiting = false
+	q.mu.Unlock()
+	if wake {
+		select {
+		case q.notify <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// End ends the watch with err, unless it has ended already.
+func (q *Queue[T]) End(err error) {
+	q.mu.Lock()
+	if q.err == nil {
+		q.endLocked(err)
+	}
+	q.mu.Unlock()
+}
+
+// Close ends the watch with storage.ErrWatchClosed (also after another end,
+// so Next then reports the Close) and reports whether it was still running.
+// Closing twice does nothing the second time.
+func (q *Queue[T]) Close() (wasRunning bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err == storage.ErrWatchClosed {
+		return false
+	}
+	wasRunning = q.err == nil
+	q.endLocked(storage.ErrWatchClosed)
+	return wasRunning
+}
+
+// endLocked records err, drops what the producer buffered and wakes a
+// blocked Next; the consumer side is released by the next call to Next.
+// The caller holds mu.
+func (q *Queue[T]) endLocked(err error) {
+	if q.err == nil {
+		close(q.done)
+	}
+	q.err = err
+	q.ended.Store(true)
+	q.pending = nil
+	if q.onEnd != nil {
+		q.onEnd()
+	}
+}
+
+// Next returns the next item: the snapshot's, then eos, then the pushed
+// ones in order. Once the watch has ended it returns why at once (what was
+// buffered is discarded), and ctx's error if ctx ends while it waits.
+//
+// Next is meant to be called by one goroutine at a time; concurrent calls
+// are safe, but each item goes to only one of them.
+func (q *Queue[T]) Next(ctx context.Context) (T, error) {
+	var zero T
+	q.nextMu.Lock()
+	for {
+		if q.ended.Load() {
+			q.snapshot, q.batch, q.pos = nil, nil, 0
+			q.nextMu.Unlock()
+			q.mu.Lock()
+			err := q.err
+			q.mu.Unlock()
+			return zero, err
+		}
+		if len(q.snapshot) > 0 {
+			res := q.snapshot[0]
+			q.snapshot[0] = nil
+			q.snapshot = q.snapshot[1:]
+			q.nextMu.Unlock()
+			return q.snapItem(res), nil
+		}
+		if !q.sentEOS {
+			q.sentEOS = true
+			q.snapshot = nil
+			q.nextMu.Unlock()
+			return q.eos, nil
+		}
+		if q.pos < len(q.batch) {
+			it := q.batch[q.pos]
+			q.batch[q.pos] = zero
+			q.pos++
+			q.nextMu.Unlock()
+			return it, nil
+		}
+
+		q.mu.Lock()
+		if q.err != nil {
+			q.mu.Unlock()
+			continue // reported at the top of the loop
+		}
+		if len(q.pending) > 0 {
+			spare := q.batch[:0]
+			if cap(spare) > 1024 && cap(spare) > 4*len(q.pending) {
+				spare = nil // let a burst's buffer go once the burst is over
+			}
+			q.batch, q.pending = q.pending, spare
+			q.pos = 0
+			q.mu.Unlock()
+			continue
+		}
+		q.waiting = true
+		q.mu.Unlock()
+
+		// Wait without nextMu, so that a concurrent Next can still honour
+		// its own context.
+		q.nextMu.Unlock()
+		select {
+		case <-q.notify:
+		case <-q.done:
+		case <-ctx.Done():
+			q.mu.Lock()
+			q.waiting = false
+			q.mu.Unlock()
+			return zero, ctx.Err()
+		}
+		q.nextMu.Lock()
+	}
+}
+
+// NewEvent returns an Upsert event for res, or a Delete event when deleted.
+func NewEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
+	if deleted {
+		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{
+			Delete: &pbresource.WatchEvent_Delete{Resource: res},
+		}}
+	}
+	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{
+		Upsert: &pbresource.WatchEvent_Upsert{Resource: res},
+	}}
+}
+
+// EndOfSnapshot returns an EndOfSnapshot event.
+func EndOfSnapshot() *pbresource.WatchEvent {
+	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{
+		EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{},
+	}}
+}
+
+// Upsert turns a snapshot resource into its Upsert event.
+func Upsert(res *pbresource.Resource) *pbresource.WatchEvent { return NewEvent(res, false) }
