@@ -3,8 +3,6 @@ package foo
 import (
 	"strings"
 
-	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"google.golang.org/protobuf/proto"
@@ -16,67 +14,41 @@ import (
 //   - Mutate lower-cases baz, so "Hello World" is stored as "hello world".
 //   - Validate rejects an empty baz, naming the field in the error.
 //
-// The hooks are written once per version because each version decodes its
-// data into its own message.
+// The hooks are written once, generic over the version's message; each
+// version supplies how to set its baz.
 
-func mutateBarV1(res *pbresource.Resource) error {
-	bar, err := decode[pbfoov1.Bar](res)
+// bazMessage is what both versions of the Bar message have in common.
+type bazMessage interface {
+	proto.Message
+	GetBaz() string
+}
+
+// mutateBar returns the Mutate hook of one version of Bar; setBaz stores a
+// new baz in that version's message.
+func mutateBar[T bazMessage](setBaz func(T, string)) func(*pbresource.Resource) error {
+	return func(res *pbresource.Resource) error {
+		bar, err := resource.Decode[T](res)
+		if err != nil {
+			return err
+		}
+		if lower := strings.ToLower(bar.GetBaz()); lower != bar.GetBaz() {
+			setBaz(bar, lower)
+			return encode(res, bar)
+		}
+		return nil
+	}
+}
+
+// validateBar is the Validate hook of one version of Bar.
+func validateBar[T bazMessage](res *pbresource.Resource) error {
+	bar, err := resource.Decode[T](res)
 	if err != nil {
 		return err
 	}
-	if lower := strings.ToLower(bar.Baz); lower != bar.Baz {
-		bar.Baz = lower
-		return encode(res, bar)
-	}
-	return nil
-}
-
-func validateBarV1(res *pbresource.Resource) error {
-	bar, err := decode[pbfoov1.Bar](res)
-	if err != nil {
-		return err
-	}
-	return validateBaz(bar.Baz)
-}
-
-func mutateBarV2(res *pbresource.Resource) error {
-	bar, err := decode[pbfoov2.Bar](res)
-	if err != nil {
-		return err
-	}
-	if lower := strings.ToLower(bar.Baz); lower != bar.Baz {
-		bar.Baz = lower
-		return encode(res, bar)
-	}
-	return nil
-}
-
-func validateBarV2(res *pbresource.Resource) error {
-	bar, err := decode[pbfoov2.Bar](res)
-	if err != nil {
-		return err
-	}
-	return validateBaz(bar.Baz)
-}
-
-func validateBaz(baz string) error {
-	if baz == "" {
+	if bar.GetBaz() == "" {
 		return resource.ErrInvalidField{Name: "baz", Wrapped: resource.ErrMissing}
 	}
 	return nil
-}
-
-// decode unpacks res.Data into a new T, reporting a failure as
-// resource.ErrDataParse so the service answers InvalidArgument.
-func decode[T any, PT interface {
-	*T
-	proto.Message
-}](res *pbresource.Resource) (PT, error) {
-	msg := PT(new(T))
-	if err := res.GetData().UnmarshalTo(msg); err != nil {
-		return nil, resource.NewErrDataParse(msg, err)
-	}
-	return msg, nil
 }
 
 // encode replaces res.Data with msg. Deterministic marshalling keeps equal

@@ -149,11 +149,11 @@ func zipRef(qux *pbresource.ID) *pbresource.ID {
 // decodeBar reads a Bar stored under either version.
 func decodeBar(res *pbresource.Resource) (*pbfoov1.Bar, error) {
 	if res.GetId().GetType().GetGroupVersion() == BarV2Type.GroupVersion {
-		v2, err := decode[pbfoov2.Bar](res)
+		v2, err := resource.Decode[*pbfoov2.Bar](res)
 		if err != nil {
 			return nil, err
 		}
 		return &pbfoov1.Bar{Baz: v2.Baz}, nil
 	}
-	return decode[pbfoov1.Bar](res)
+	return resource.Decode[*pbfoov1.Bar](res)
 }

@@ -33,15 +33,15 @@ func RegisterTypes(r resource.Registry) {
 		Type:     BarV1Type,
 		Proto:    &pbfoov1.Bar{},
 		Scope:    resource.ScopeNamespace,
-		Mutate:   mutateBarV1,
-		Validate: validateBarV1,
+		Mutate:   mutateBar(func(b *pbfoov1.Bar, baz string) { b.Baz = baz }),
+		Validate: validateBar[*pbfoov1.Bar],
 	})
 	r.Register(resource.Registration{
 		Type:     BarV2Type,
 		Proto:    &pbfoov2.Bar{},
 		Scope:    resource.ScopeNamespace,
-		Mutate:   mutateBarV2,
-		Validate: validateBarV2,
+		Mutate:   mutateBar(func(b *pbfoov2.Bar, baz string) { b.Baz = baz }),
+		Validate: validateBar[*pbfoov2.Bar],
 	})
 	r.Register(resource.Registration{
 		Type:  ZipType,
