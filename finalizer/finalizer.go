@@ -11,6 +11,7 @@ package finalizer
 
 import (
 	"context"
+	"maps"
 	"strings"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -101,10 +102,18 @@ func EnsureFinalizerRemoved(ctx context.Context, rt runtime.Runtime, res *pbreso
 }
 
 func writeMetadata(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, change func(*pbresource.Resource)) error {
-	next := resource.Clone(res)
-	// The status is left out: the service carries the stored one over,
-	// and a stale copy must not look like an attempt to change it.
-	next.Status = nil
+	// A shallow copy with its own metadata: only the metadata changes, and
+	// the client does not keep the request. The status is left out: the
+	// service carries the stored one over, and a stale copy must not look
+	// like an attempt to change it.
+	next := &pbresource.Resource{
+		Id:         res.Id,
+		Owner:      res.Owner,
+		Version:    res.Version,
+		Generation: res.Generation,
+		Metadata:   maps.Clone(res.Metadata),
+		Data:       res.Data,
+	}
 	change(next)
 	_, err := rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: next})
 	return err
