@@ -357,14 +357,11 @@ func (m *Manager) waitDisallowed(ctx context.Context, c *Controller, term int64)
 }
 
 func (m *Manager) waitPrimed(ctx context.Context, c *Controller) bool {
+	var chans []chan struct{}
 	for _, t := range c.types() {
-		select {
-		case <-m.primed[resource.UnversionedTypeString(t)]:
-		case <-ctx.Done():
-			return false
-		}
+		chans = append(chans, m.primed[resource.UnversionedTypeString(t)])
 	}
-	return true
+	return waitClosed(ctx, chans)
 }
 
 // dispatcher returns the cache sink of one type: it hands each change to

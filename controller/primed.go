@@ -15,12 +15,20 @@ func (m *Manager) WaitPrimed(ctx context.Context) error {
 		chans = append(chans, ch)
 	}
 	m.mu.Unlock()
+	if !waitClosed(ctx, chans) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// waitClosed waits until every channel is closed; false if ctx ended first.
+func waitClosed(ctx context.Context, chans []chan struct{}) bool {
 	for _, ch := range chans {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false
 		}
 	}
-	return nil
+	return true
 }
