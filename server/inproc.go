@@ -110,7 +110,8 @@ func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRe
 		events: make(chan *pbresource.WatchEvent, inprocWatchBuffer),
 		done:   make(chan struct{}),
 	}
-	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shared: resource.WantsSharedWatchEvents(opts)}
+	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shared: resource.WantsSharedWatchEvents(opts),
+		shuttingDown: c.s.shuttingDown.Done()}
 	req := cloneWatchListRequest(in)
 	go func() {
 		defer cancel()
@@ -173,14 +174,15 @@ func (w *inprocWatch) RecvMsg(m any) error {
 }
 
 // inprocWatchServer is the server side of an in-process WatchList stream:
-// Send copies each event into the client's buffer, waiting while it is full.
-// With shared set (resource.SharedWatchEvents), it hands over the event
+// Send copies each event into the client's buffer, waiting while it is full
+// (until the stream ends or the server shuts down). With shared set (resource.SharedWatchEvents), it hands over the event
 // itself: the caller promised to treat it as read-only, and the server never
 // changes an event it has sent.
 type inprocWatchServer struct {
-	ctx    context.Context
-	st     *inprocWatch
-	shared bool
+	ctx          context.Context
+	st           *inprocWatch
+	shared       bool
+	shuttingDown <-chan struct{} // the Server's; closed by Shutdown
 }
 
 var _ grpc.ServerStreamingServer[pbresource.WatchEvent] = (*inprocWatchServer)(nil)
@@ -194,6 +196,8 @@ func (s *inprocWatchServer) Send(ev *pbresource.WatchEvent) error {
 		return nil
 	case <-s.ctx.Done():
 		return status.FromContextError(s.ctx.Err()).Err()
+	case <-s.shuttingDown:
+		return ErrShuttingDown
 	}
 }
 

@@ -132,6 +132,11 @@ type Server struct {
 	logger   hclog.Logger
 	resolve  func(ctx context.Context) (resource.Authorizer, error)
 	encoded  *encodedEvents // see watch_encode.go
+
+	// shuttingDown ends when Shutdown is called; every WatchList's
+	// context ends with it.
+	shuttingDown context.Context
+	shutdown     context.CancelFunc
 }
 
 var _ pbresource.ResourceServiceServer = (*Server)(nil)
@@ -150,6 +155,7 @@ func New(cfg Config) *Server {
 		resolve:  cfg.ACLResolver,
 		encoded:  newEncodedEvents(),
 	}
+	s.shuttingDown, s.shutdown = context.WithCancel(context.Background())
 	if s.registry == nil {
 		s.registry = resource.NewRegistry()
 	}
@@ -170,6 +176,26 @@ func New(cfg Config) *Server {
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	pbresource.RegisterResourceServiceServer(r, s)
 }
+
+// ErrShuttingDown is how WatchList streams end once Shutdown has been
+// called: Unavailable, which tells a client to watch again, on another
+// server or once this one is back.
+var ErrShuttingDown = status.Error(codes.Unavailable, "server is shutting down")
+
+// Shutdown ends every open WatchList stream with ErrShuttingDown, and makes
+// later WatchList calls fail with it at once. A host calls it when it starts
+// to shut down, before it stops its gRPC server gracefully: a watch only
+// ends when its client or the server ends it, so otherwise a graceful stop
+// waits for every watch. A stream ends at its next event even when events
+// are queued for it. Unary RPCs are not affected. Shutdown does not wait for
+// the streams to end; it may be called more than once, from any goroutine.
+//
+// A stream whose client has stopped reading cannot deliver its final
+// status (gRPC flow control holds it behind the unread events), and its
+// handler may be blocked sending until the connection closes; a host
+// should therefore not wait for such connections to drain for long (see
+// grpc.Server.Stop).
+func (s *Server) Shutdown() { s.shutdown() }
 
 // Registry returns the type registry the server validates against.
 func (s *Server) Registry() resource.Registry { return s.registry }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -17,9 +19,17 @@ import (
 // about resources the caller may not read are skipped. A stream that cannot
 // keep up ends with Aborted; the caller should watch again and treat the new
 // snapshot as the truth. Sending never blocks writers: the backend buffers
-// each watch separately, within bounds.
+// each watch separately, within bounds. After Shutdown, the stream ends with
+// ErrShuttingDown.
 func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) error {
-	ctx := stream.Context()
+	streamCtx := stream.Context()
+	if s.shuttingDown.Err() != nil {
+		return s.fail("WatchList", nil, ErrShuttingDown)
+	}
+	// ctx ends with the stream or at Shutdown.
+	ctx, cancel := context.WithCancel(streamCtx)
+	defer cancel()
+	defer context.AfterFunc(s.shuttingDown, cancel)()
 	authz, err := s.authorizer(ctx)
 	if err != nil {
 		return s.fail("WatchList", nil, err)
@@ -46,9 +56,18 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	shared, deltas := sharesEncoding(ctx, stream), false
 	for {
 		ev, err := w.Next(ctx)
+		if err == nil {
+			// Whatever a backend does with buffered events once ctx has
+			// ended, send none after that. (ctx is a cancelCtx: Err is an
+			// atomic load, no lock.)
+			err = ctx.Err()
+		}
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return status.FromContextError(ctxErr).Err()
+			if ctx.Err() != nil {
+				if streamErr := streamCtx.Err(); streamErr != nil {
+					return status.FromContextError(streamErr).Err()
+				}
+				return s.fail("WatchList", nil, ErrShuttingDown)
 			}
 			return s.fail("WatchList", nil, storageError(err))
 		}
