@@ -8,18 +8,17 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/server/reaper"
-	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/resource"
@@ -31,6 +30,13 @@ import (
 const (
 	defaultGRPCAddr        = "127.0.0.1:8502"
 	defaultShutdownTimeout = 10 * time.Second
+
+	// shutdownStreamGrace is how long streams get, once shutdown begins,
+	// to deliver their final status before the connections still open are
+	// closed (as soon as no unary RPC is running). A client that reads
+	// needs far less; one that has stopped reading never takes it (see
+	// stopGRPC).
+	shutdownStreamGrace = 500 * time.Millisecond
 )
 
 type serverFlags struct {
@@ -69,7 +75,7 @@ func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
-		"how long to let in-flight requests finish on SIGINT/SIGTERM before closing connections")
+		"how long to let in-flight unary requests finish on SIGINT/SIGTERM before closing connections (open watches end at once)")
 	f.etcd.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -111,9 +117,11 @@ func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
 
 // runServer is `loom server`. It serves until ctx ends, then shuts down: no
 // new connections or RPCs are accepted, open WatchList streams are ended with
-// Unavailable (clients re-watch elsewhere), and unary RPCs in flight get up
-// to -shutdown-timeout to finish before the remaining connections are closed.
-// It returns nil after a clean shutdown.
+// Unavailable "server is shutting down" (clients re-watch elsewhere), and
+// unary RPCs in flight get up to -shutdown-timeout to finish before the
+// remaining connections are closed; connections held open only by streams
+// whose clients do not read are closed as soon as no unary RPC is left (see
+// stopGRPC). It returns nil after a clean shutdown.
 func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	f, err := parseServerFlags(args, stderr)
 	if err != nil {
@@ -183,7 +191,11 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	shuttingDown, beginShutdown := context.WithCancel(context.Background())
 	defer beginShutdown()
-	gs := grpc.NewServer(grpc.ChainStreamInterceptor(endStreamsOnShutdown(shuttingDown)))
+	var unary unaryTracker
+	gs := grpc.NewServer(
+		grpc.ChainStreamInterceptor(endStreamsOnShutdown(shuttingDown)),
+		grpc.ChainUnaryInterceptor(unary.intercept),
+	)
 	svc.Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
@@ -211,21 +223,9 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
 	healthSrv.Shutdown()
+	svc.Shutdown()
 	beginShutdown()
-	stopped := make(chan struct{})
-	go func() {
-		gs.GracefulStop()
-		close(stopped)
-	}()
-	timer := time.NewTimer(f.shutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-stopped:
-	case <-timer.C:
-		logger.Warn("requests still running after the shutdown timeout; closing their connections")
-		gs.Stop()
-		<-stopped
-	}
+	stopGRPC(gs, &unary, f.shutdownTimeout, shutdownStreamGrace, logger)
 	stopMgr()
 	if err := <-mgrDone; err != nil {
 		logger.Error("controller manager", "error", err)
@@ -245,9 +245,104 @@ func typeNames(r resource.Registry) string {
 	return strings.Join(names, ",")
 }
 
-// endStreamsOnShutdown cancels the context of every streaming RPC (WatchList)
-// once shuttingDown ends. GracefulStop waits for handlers to return, and a
-// watch only returns when its context ends, so without this one open watch
+// stopGRPC stops gs once shutdown has begun (the ResourceService's watches
+// and the other streams have been told to end): GracefulStop, which refuses
+// new RPCs and waits for every connection to drain, cut short by Stop, which
+// closes the connections still open, when
+//
+//   - streamGrace has passed since the start and no unary RPC has run for
+//     streamGrace (so its response had time to go out), or
+//   - timeout has passed, whatever is running.
+//
+// The first is what keeps clients that do not read from holding shutdown
+// for the whole timeout. gRPC flow control holds a stream's final status
+// behind the events its client has not read, so such a stream never ends
+// and its connection never drains; its handler may even be blocked in Send,
+// which only returns when the stream's transport ends (Stop). Clients that
+// read get their final status (Unavailable "server is shutting down")
+// within streamGrace; those that do not see their connection close.
+func stopGRPC(gs *grpc.Server, unary *unaryTracker, timeout, streamGrace time.Duration, logger hclog.Logger) {
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	quiet := time.NewTimer(min(streamGrace, timeout))
+	defer quiet.Stop()
+	var idle <-chan struct{} // while a unary RPC runs: closed when none does
+wait:
+	for {
+		select {
+		case <-stopped:
+			return
+		case <-deadline.C:
+			logger.Warn("requests still running after the shutdown timeout; closing their connections")
+			break wait
+		case <-idle:
+			idle = nil
+			quiet.Reset(streamGrace)
+		case <-quiet.C:
+			running, lastEnd, idleCh := unary.state()
+			if running {
+				idle = idleCh
+				continue
+			}
+			if rest := streamGrace - time.Since(lastEnd); rest > 0 {
+				quiet.Reset(rest)
+				continue
+			}
+			logger.Info("streams still open after they were ended (clients not reading?); closing their connections")
+			break wait
+		}
+	}
+	gs.Stop()
+	<-stopped
+}
+
+// unaryTracker follows the unary RPCs running, through its interceptor.
+// The zero value is ready to use.
+type unaryTracker struct {
+	mu      sync.Mutex
+	running int
+	lastEnd time.Time     // when the last one ended
+	idle    chan struct{} // made when running leaves 0, closed when it is back
+}
+
+// intercept is a grpc.UnaryServerInterceptor that counts the call.
+func (u *unaryTracker) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	u.mu.Lock()
+	if u.running == 0 {
+		u.idle = make(chan struct{})
+	}
+	u.running++
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		u.running--
+		if u.running == 0 {
+			u.lastEnd = time.Now()
+			close(u.idle)
+		}
+		u.mu.Unlock()
+	}()
+	return handler(ctx, req)
+}
+
+// state reports whether a unary RPC is running, when the last one ended,
+// and, while one runs, a channel closed when none does.
+func (u *unaryTracker) state() (running bool, lastEnd time.Time, idle <-chan struct{}) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.running > 0, u.lastEnd, u.idle
+}
+
+// endStreamsOnShutdown cancels the context of every streaming RPC once
+// shuttingDown ends (the ResourceService ends its WatchLists itself, at
+// svc.Shutdown; this covers the others, such as the health service's
+// Watch). GracefulStop waits for handlers to return, and a stream like a
+// watch only returns when its context ends, so without this one open stream
 // would hold shutdown for the whole timeout. A stream ended this way reports
 // Unavailable, which tells the client to retry against another server.
 func endStreamsOnShutdown(shuttingDown context.Context) grpc.StreamServerInterceptor {
@@ -258,7 +353,7 @@ func endStreamsOnShutdown(shuttingDown context.Context) grpc.StreamServerInterce
 		defer stop()
 		err := handler(srv, streamWithContext{ServerStream: ss, ctx: ctx})
 		if err != nil && shuttingDown.Err() != nil && ss.Context().Err() == nil {
-			return status.Error(codes.Unavailable, "server is shutting down")
+			return server.ErrShuttingDown
 		}
 		return err
 	}
