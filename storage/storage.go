@@ -60,6 +60,11 @@ var (
 	// operation needs, e.g. it lost quorum.
 	ErrInconsistent = errors.New("cannot satisfy consistency requirements")
 
+	// ErrTooLarge means the backend refused a write because the resource
+	// (or the request carrying it) is bigger than the store accepts, e.g.
+	// over etcd's --max-request-bytes. Nothing was written.
+	ErrTooLarge = errors.New("the resource is too large for the storage backend")
+
 	// ErrWatchClosed is returned by Watch.Next after Close.
 	ErrWatchClosed = errors.New("watch closed")
 
