@@ -78,7 +78,7 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 		return err
 	}
 
-	if len(resource.Finalizers(stored)) > 0 {
+	if resource.HasFinalizers(stored) {
 		if resource.IsMarkedForDeletion(stored) {
 			return nil // already waiting for its finalizers
 		}
@@ -92,6 +92,9 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 			Metadata:   meta,
 			Status:     stored.Status,
 			Data:       stored.Data,
+		}
+		if err := s.limits.checkSize(marked, stored, "metadata"); err != nil {
+			return err
 		}
 		_, err := s.backend.WriteCAS(ctx, marked)
 		return s.casError(cas, err)

@@ -77,6 +77,28 @@
 //   - A blanket Write that includes a status must include the stored one;
 //     read-modify-write clients that race with status writers should leave
 //     status empty (it is carried over) rather than send what they read.
+//   - Every write is held to limits on what one resource may hold: its
+//     size as stored (Config.MaxResourceBytes, 1 MiB by default), at most
+//     MaxMetadataKeys metadata entries with keys of at most
+//     MaxMetadataKeyLength and values of at most MaxMetadataValueLength
+//     bytes, at most MaxFinalizers finalizers of at most
+//     MaxFinalizerNameLength bytes each, and at most MaxStatusKeys status
+//     keys. Breaking one is InvalidArgument naming the field: data,
+//     metadata, metadata.finalizers, status (WriteStatus) or key. The size
+//     counts room for the Version and the deletion mark the service adds
+//     later, so whatever a Write accepted can be marked by Delete. What is
+//     stored already is never refused again: a resource stored before a
+//     limit was lowered may still be written as long as the write does not
+//     make it bigger, nor add finalizers, metadata entries or status keys
+//     beyond the limits, so it can be trimmed and deleted. A backend that
+//     refuses a resource as too large (storage.ErrTooLarge, e.g. etcd past
+//     its --max-request-bytes) gives the same InvalidArgument.
+//   - The size limit keeps every resource within one gRPC message (a Read
+//     response, a watch event). A List response holds every matching
+//     resource and can still outgrow a client's message limit; such
+//     clients should watch instead, or raise their limit.
+//   - Work on finalizers takes time linear in their number: the service
+//     compares finalizer lists through a set once they are long.
 package server
 
 import (
@@ -121,6 +143,16 @@ type Config struct {
 	// becomes PermissionDenied; anything else is Internal. Nil allows
 	// everything (resource.AllowAll).
 	ACLResolver func(ctx context.Context) (resource.Authorizer, error)
+
+	// MaxResourceBytes is the largest a stored resource may be, in bytes of
+	// its protobuf encoding (with room for the version and deletion mark
+	// the service adds later). A Write, WriteStatus or Delete that would
+	// store a bigger one fails with InvalidArgument naming the field that
+	// made it so big. Zero means DefaultMaxResourceBytes (1 MiB); keep it
+	// well under the gRPC message limit of the server's clients (4 MiB by
+	// default) and, on etcd, under etcd's --max-request-bytes (1.5 MiB by
+	// default). New panics if it is negative.
+	MaxResourceBytes int
 }
 
 // Server implements pbresource.ResourceServiceServer.
@@ -132,16 +164,21 @@ type Server struct {
 	logger   hclog.Logger
 	resolve  func(ctx context.Context) (resource.Authorizer, error)
 	encoded  *encodedEvents // see watch_encode.go
+	limits   limits         // see limits.go
 }
 
 var _ pbresource.ResourceServiceServer = (*Server)(nil)
 
 // New returns a Server for cfg. It registers the Tombstone type
 // (resource.TypeV1Tombstone, namespace-scoped) in the registry unless it is
-// already there. It panics if cfg.Backend is nil.
+// already there. It panics if cfg.Backend is nil or cfg.MaxResourceBytes
+// is negative.
 func New(cfg Config) *Server {
 	if cfg.Backend == nil {
 		panic("server.New: Config.Backend is required")
+	}
+	if cfg.MaxResourceBytes < 0 {
+		panic("server.New: Config.MaxResourceBytes must not be negative")
 	}
 	s := &Server{
 		backend:  cfg.Backend,
@@ -149,6 +186,7 @@ func New(cfg Config) *Server {
 		logger:   cfg.Logger,
 		resolve:  cfg.ACLResolver,
 		encoded:  newEncodedEvents(),
+		limits:   newLimits(cfg.MaxResourceBytes),
 	}
 	if s.registry == nil {
 		s.registry = resource.NewRegistry()
@@ -248,6 +286,8 @@ func storageError(err error) error {
 		return status.Errorf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)
 	case errors.Is(err, storage.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, storage.ErrTooLarge):
+		return status.Errorf(codes.InvalidArgument, "resource: too large to store (%v); see server.Config.MaxResourceBytes", err)
 	case errors.Is(err, storage.ErrWatchTooSlow):
 		return status.Error(codes.Aborted, "the watch could not keep up with the rate of changes and was ended; start a new WatchList")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
