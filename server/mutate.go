@@ -51,6 +51,10 @@ func (s *Server) prepare(res *pbresource.Resource) (resource.Registration, proto
 	if err != nil {
 		return reg, nil, err
 	}
+	if resource.EqualUnversionedType(res.Id.Type, resource.TypeV1Tombstone) {
+		return reg, nil, invalidField("id.type", "%s resources are written by the service itself when a resource that owns others is deleted; clients cannot write them (they may read, list, watch and delete them)",
+			resource.TypeString(res.Id.Type))
+	}
 	data, err := checkData(reg, res.Data)
 	if err != nil {
 		return reg, nil, err

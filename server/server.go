@@ -99,6 +99,22 @@
 //     clients should watch instead, or raise their limit.
 //   - Work on finalizers takes time linear in their number: the service
 //     compares finalizer lists through a set once they are long.
+//   - Clients cannot Write (nor MutateAndValidate) Tombstones
+//     (resource.TypeV1Tombstone): InvalidArgument naming id.type. The
+//     service writes them itself, straight to the backend; the reaper only
+//     reads, lists, watches and deletes them, which stays allowed. Refusing
+//     is simpler and safer than verifying: a forged tombstone naming a live
+//     owner would otherwise wait, and be re-checked, for as long as the
+//     owner lives, and a reaper that verified tombstones against their
+//     owners would still be acting on what any client may write. Consul's
+//     service does not refuse them (its Delete carries a note that it
+//     probably should); Loom does.
+//   - The type URL of a resource's Data is stored in its canonical form,
+//     "type.googleapis.com/" and the message's full name. An Any naming
+//     the registered message in another form (a bare full name, another
+//     host) is rewritten to it rather than refused: Any allows such forms
+//     and some clients send them, and one stored form keeps no-op
+//     detection and consumers' type checks simple.
 package server
 
 import (

@@ -3,11 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -117,8 +119,14 @@ func (s *Server) checkOwner(owner *pbresource.ID) error {
 	return err
 }
 
+// anyPrefix is the conventional, canonical start of an Any's type URL.
+const anyPrefix = "type.googleapis.com/"
+
 // checkData checks that data holds the registration's message and decodes,
-// returning the decoded message.
+// returning the decoded message. A type URL that names the right message
+// but not in the canonical form ("type.googleapis.com/" and the message's
+// full name, e.g. a bare "foo.v1.Bar" or another host) is rewritten to it
+// in place, so what is stored is canonical.
 func checkData(reg resource.Registration, data *anypb.Any) (proto.Message, error) {
 	if data == nil {
 		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.ErrMissing})
@@ -128,11 +136,20 @@ func checkData(reg resource.Registration, data *anypb.Any) (proto.Message, error
 		return nil, invalidField("data", "holds a %q message (type URL %q), but resource type %s holds %q",
 			got, data.TypeUrl, resource.TypeString(reg.Type), want)
 	}
+	if !isCanonicalURL(data.TypeUrl, want) {
+		data.TypeUrl = anyPrefix + string(want)
+	}
 	msg := reg.Proto.ProtoReflect().New().Interface()
 	if err := proto.Unmarshal(data.Value, msg); err != nil {
 		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.NewErrDataParse(msg, err)})
 	}
 	return msg, nil
+}
+
+// isCanonicalURL reports whether url is anyPrefix followed by name,
+// without building that string.
+func isCanonicalURL(url string, name protoreflect.FullName) bool {
+	return len(url) == len(anyPrefix)+len(name) && strings.HasPrefix(url, anyPrefix) && url[len(anyPrefix):] == string(name)
 }
 
 // checkStatusKey validates a WriteStatus key: required, printable, without

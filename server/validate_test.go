@@ -17,6 +17,12 @@ import (
 
 func field(name string) string { return `"` + name + `"` }
 
+// withUid gives id a fresh Uid.
+func withUid(id *pbresource.ID) *pbresource.ID {
+	id.Uid = resource.NewULID()
+	return id
+}
+
 // finalizerNames returns n distinct finalizer names of length bytes each
 // (at least 8), separated by spaces.
 func finalizerNames(n, length int) string {
@@ -81,7 +87,11 @@ func writeCases(t *testing.T) map[string]struct {
 		"qux with partition": {func() *pbresource.Resource { r := qux(t, "q"); r.Id.Tenancy.Partition = "default"; return r }, "id.tenancy.partition"},
 		"qux with namespace": {func() *pbresource.Resource { r := qux(t, "q"); r.Id.Tenancy.Namespace = "default"; return r }, "id.tenancy.namespace"},
 		"zip with bad part":  {func() *pbresource.Resource { r := zip(t, "z"); r.Id.Tenancy.Partition = "*"; return r }, "id.tenancy.partition"},
-		"tombstone bad data": {func() *pbresource.Resource { r := bar(t, "t", "x"); r.Id.Type = resource.TypeV1Tombstone; return r }, "data"},
+		"tombstone bad data": {func() *pbresource.Resource { r := bar(t, "t", "x"); r.Id.Type = resource.TypeV1Tombstone; return r }, "id.type"},
+		"forged tombstone": {func() *pbresource.Resource {
+			return &pbresource.Resource{Id: TombstoneID(withUid(barID("o"))),
+				Data: mustAny(t, &pbresource.Tombstone{Owner: barID("o")})}
+		}, "id.type"},
 		"too many metadata keys": {with(func(r *pbresource.Resource) {
 			r.Metadata = map[string]string{}
 			for i := range MaxMetadataKeys + 1 {

@@ -158,17 +158,21 @@ func TestNoTombstoneWithoutChildren(t *testing.T) {
 }
 
 func TestTombstoneSeenBeforeItsOwnerIsGone(t *testing.T) {
-	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	client := svc.Client
 	owner := write(t, client, foo.ZipType, "owner", nil)
 	child := write(t, client, foo.BarV1Type, "child", owner.Id)
 
 	// The service writes the tombstone just before it deletes the owner; a
-	// reaper may see it in between. Make that moment last.
+	// reaper may see it in between. Make that moment last. (Clients may not
+	// write tombstones: write it to the backend, as the service does.)
 	data, err := anypb.New(&pbresource.Tombstone{Owner: owner.Id})
 	require.NoError(t, err)
-	_, err = client.Write(context.Background(), &pbresource.WriteRequest{Resource: &pbresource.Resource{
-		Id: server.TombstoneID(owner.Id), Data: data,
-	}})
+	tombID := server.TombstoneID(owner.Id)
+	tombID.Uid = resource.NewULID()
+	_, err = svc.Backend.WriteCAS(context.Background(), &pbresource.Resource{
+		Id: tombID, Generation: resource.NewULID(), Data: data,
+	})
 	require.NoError(t, err)
 	runReaper(t, client)
 	require.Never(t, func() bool { return !exists(client, child.Id) }, 100*time.Millisecond, 5*time.Millisecond,
