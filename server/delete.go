@@ -71,8 +71,8 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 	cas := req.Version != ""
 	if cas && req.Version != stored.Version {
 		return status.Errorf(codes.Aborted,
-			"version %q does not match the stored version %q: the resource changed since it was read",
-			req.Version, stored.Version)
+			"version %s does not match the stored version %q: the resource changed since it was read",
+			resource.Quote(req.Version), stored.Version)
 	}
 	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
 		return err

@@ -115,6 +115,10 @@
 //     host) is rewritten to it rather than refused: Any allows such forms
 //     and some clients send them, and one stored form keeps no-op
 //     detection and consumers' type checks simple.
+//   - Error messages repeat at most resource.MaxQuoted (64) bytes of any
+//     input they quote, followed by its length ("…(N bytes)"; see
+//     resource.Quote), so a request with a huge name, type, key or version
+//     gets a short error that still names the field.
 package server
 
 import (
@@ -318,7 +322,8 @@ func storageError(err error) error {
 // fail logs a failed request at debug level and returns err unchanged.
 func (s *Server) fail(method string, id *pbresource.ID, err error) error {
 	if s.logger.IsDebug() {
-		s.logger.Debug("request failed", "method", method, "id", resource.IDString(id), "error", err)
+		// The ID may be the invalid one a request gave: keep the log short.
+		s.logger.Debug("request failed", "method", method, "id", resource.Truncate(resource.IDString(id)), "error", err)
 	}
 	return err
 }

@@ -53,7 +53,7 @@ func (s *Server) resolveType(path string, t *pbresource.Type) (resource.Registra
 	if err := resource.ValidateTypeField(path, t); err != nil {
 		return resource.Registration{}, invalidArgument(err)
 	}
-	return resource.Registration{}, invalidField(path, "resource type %s is not registered", resource.TypeString(t))
+	return resource.Registration{}, invalidField(path, "resource type %s is not registered", resource.Quote(resource.TypeString(t)))
 }
 
 // checkID validates id (found at path in the request) for a request about
@@ -75,7 +75,7 @@ func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registration,
 		return reg, err
 	}
 	if id.Uid != "" && !resource.IsULID(id.Uid) {
-		return reg, invalidField(path+".uid", "%q is not a ULID", id.Uid)
+		return reg, invalidField(path+".uid", "%s is not a ULID", resource.Quote(id.Uid))
 	}
 	return reg, nil
 }
@@ -133,8 +133,8 @@ func checkData(reg resource.Registration, data *anypb.Any) (proto.Message, error
 	}
 	want := reg.Proto.ProtoReflect().Descriptor().FullName()
 	if got := data.MessageName(); got != want {
-		return nil, invalidField("data", "holds a %q message (type URL %q), but resource type %s holds %q",
-			got, data.TypeUrl, resource.TypeString(reg.Type), want)
+		return nil, invalidField("data", "holds a %s message (type URL %s), but resource type %s holds %q",
+			resource.Quote(string(got)), resource.Quote(data.TypeUrl), resource.TypeString(reg.Type), want)
 	}
 	if !isCanonicalURL(data.TypeUrl, want) {
 		data.TypeUrl = anyPrefix + string(want)
@@ -163,7 +163,7 @@ func checkStatusKey(key string) error {
 	}
 	for _, r := range key {
 		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return invalidField("key", "%q must be printable and contain no spaces", key)
+			return invalidField("key", "%s must be printable and contain no spaces", resource.Quote(key))
 		}
 	}
 	return nil
@@ -178,7 +178,7 @@ func checkStatus(st *pbresource.Status) error {
 		return invalidArgument(resource.ErrInvalidField{Name: "status.observed_generation", Wrapped: resource.ErrMissing})
 	}
 	if !resource.IsULID(st.ObservedGeneration) {
-		return invalidField("status.observed_generation", "%q is not a ULID", st.ObservedGeneration)
+		return invalidField("status.observed_generation", "%s is not a ULID", resource.Quote(st.ObservedGeneration))
 	}
 	for i, c := range st.Conditions {
 		path := fmt.Sprintf("status.conditions[%d]", i)

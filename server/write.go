@@ -142,8 +142,8 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 		}
 		if in.cas() {
 			return nil, status.Errorf(codes.Aborted,
-				"resource %s does not exist, so version %q cannot match; leave version empty to create it",
-				resource.ReferenceString(in.res.Id), in.version)
+				"resource %s does not exist, so version %s cannot match; leave version empty to create it",
+				resource.ReferenceString(in.res.Id), resource.Quote(in.version))
 		}
 		return nil, status.Errorf(codes.NotFound,
 			"resource %s with uid %s does not exist; leave id.uid empty to create it",
@@ -219,8 +219,8 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			return nil, errRetry
 		}
 		return nil, status.Errorf(codes.Aborted,
-			"version %q does not match the stored version %q: the resource changed since it was read",
-			in.version, stored.Version)
+			"version %s does not match the stored version %q: the resource changed since it was read",
+			resource.Quote(in.version), stored.Version)
 	}
 	if len(in.status) > 0 && !resource.EqualStatusMap(in.status, stored.Status) {
 		return nil, invalidField("status", "cannot be changed by Write; use WriteStatus (or leave status empty to keep it)")

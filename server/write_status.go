@@ -92,8 +92,8 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 			return nil, errRetry
 		}
 		return nil, status.Errorf(codes.Aborted,
-			"version %q does not match the stored version %q: the resource changed since it was read",
-			req.Version, stored.Version)
+			"version %s does not match the stored version %q: the resource changed since it was read",
+			resource.Quote(req.Version), stored.Version)
 	}
 	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
 		return nil, err
