@@ -264,9 +264,30 @@ func TestWriteStatus_KeyLimit(t *testing.T) {
 	_, err := env.client.WriteStatus(testCtx(t), &pbresource.WriteStatusRequest{
 		Id: res.Id, Key: "one-too-many", Status: simpleStatus(res.Generation),
 	})
-	requireCode(t, err, codes.InvalidArgument, `"key"`, "limit is 64")
+	requireCode(t, err, codes.InvalidArgument, `"key"`, "limit is 32")
 	// Existing keys can still be written.
 	env.writeStatus(t, res.Id, "controller-0", simpleStatus(res.Generation))
+}
+
+func TestResourceSize(t *testing.T) {
+	full := bar(t, "a", "x")
+	full.Id.Uid = resource.NewULID()
+	full.Owner = withUid(zipID("o"))
+	full.Version = "12345"
+	full.Generation = resource.NewULID()
+	full.Metadata = map[string]string{"k": "v", "": "", "empty": "", resource.FinalizerKey: "a b"}
+	full.Status = map[string]*pbresource.Status{"s": bigStatus(full.Generation, 300), "": {}, "t": simpleStatus(full.Generation)}
+	withUnknown := proto.Clone(full).(*pbresource.Resource)
+	withUnknown.ProtoReflect().SetUnknown([]byte{0xfa, 0x01, 0x03, 'a', 'b', 'c'}) // field 31, "abc"
+	for name, res := range map[string]*pbresource.Resource{
+		"empty":          {},
+		"bar":            bar(t, "a", "x"),
+		"full":           full,
+		"unknown fields": withUnknown,
+		"big status":     {Status: map[string]*pbresource.Status{"k": bigStatus(resource.NewULID(), 1<<20)}},
+	} {
+		require.Equal(t, proto.Size(res), resourceSize(res), name)
+	}
 }
 
 // tooLargeBackend refuses every write as too large, as etcd does past its
@@ -290,28 +311,41 @@ func TestBackendTooLarge_IsInvalidArgument(t *testing.T) {
 }
 
 // BenchmarkWriteStatusKeys measures WriteStatus on a resource that already
-// has keys statuses (writing one of them), from 1 up to the limit: the cost
-// of copying and sizing the status map. Run with
+// has keys statuses (writing one of them), from 1 key up to the limit and
+// past it (the limit lifted): the cost of copying and sizing the status map,
+// and of the backend's copy. "server" calls the Server directly, "grpc" goes
+// through a loopback gRPC connection. Run with
 //
 //	go test -run '^$' -bench BenchmarkWriteStatusKeys -benchmem ./server/
 func BenchmarkWriteStatusKeys(b *testing.B) {
-	for _, keys := range []int{1, 8, MaxStatusKeys} {
-		b.Run(fmt.Sprint("keys=", keys), func(b *testing.B) {
-			env := newEnv(b)
-			ctx := context.Background()
-			res := env.write(b, zip(b, "z"))
-			for i := range keys {
-				env.writeStatus(b, res.Id, fmt.Sprint("controller-", i), simpleStatus(res.Generation))
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := env.server.WriteStatus(ctx, &pbresource.WriteStatusRequest{
-					Id: res.Id, Key: "controller-0", Status: simpleStatus(res.Generation),
-				}); err != nil {
-					b.Fatal(err)
+	for _, transport := range []string{"server", "grpc"} {
+		for _, keys := range []int{1, 8, MaxStatusKeys, 64} {
+			b.Run(fmt.Sprintf("%s/keys=%d", transport, keys), func(b *testing.B) {
+				env := newEnv(b)
+				env.server.limits.statusKeys = keys
+				write := env.server.WriteStatus
+				if transport == "grpc" {
+					client, stop := serveLoopback(b, env)
+					defer stop()
+					write = func(ctx context.Context, req *pbresource.WriteStatusRequest) (*pbresource.WriteStatusResponse, error) {
+						return client.WriteStatus(ctx, req)
+					}
 				}
-			}
-		})
+				ctx := context.Background()
+				res := env.write(b, zip(b, "z"))
+				for i := range keys {
+					env.writeStatus(b, res.Id, fmt.Sprint("controller-", i), simpleStatus(res.Generation))
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := write(ctx, &pbresource.WriteStatusRequest{
+						Id: res.Id, Key: "controller-0", Status: simpleStatus(res.Generation),
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
