@@ -108,9 +108,9 @@ func (l *limits) checkMetadata(meta, stored map[string]string) error {
 
 // checkFinalizers checks the finalizers value a Write would store against
 // the limits. stored is the stored value ("" when none); a value that adds
-// no name to it is accepted whatever its size, so finalizers stored before
-// a limit was lowered can still be removed one by one. It takes time linear
-// in the lengths of the values.
+// no name to it, nor more names than it has, is accepted whatever its size,
+// so finalizers stored before a limit was lowered can still be removed one
+// by one. It takes time linear in the lengths of the values.
 func (l *limits) checkFinalizers(raw, stored string) error {
 	if raw == stored {
 		return nil
@@ -119,9 +119,11 @@ func (l *limits) checkFinalizers(raw, stored string) error {
 	if count <= l.finalizers && len(longest) <= l.finalizerName && len(raw) <= l.metadataValue {
 		return nil
 	}
-	if stored != "" {
-		if _, added := addedFinalizer(raw, stored); !added {
-			return nil
+	if stored != "" && len(raw) <= len(stored) {
+		if storedCount, _ := scanFinalizers(stored); count <= storedCount {
+			if _, added := addedFinalizer(raw, stored); !added {
+				return nil
+			}
 		}
 	}
 	const field = "metadata." + resource.FinalizerKey

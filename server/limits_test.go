@@ -74,6 +74,11 @@ func TestFinalizers_OverALoweredLimitCanStillBeRemoved(t *testing.T) {
 	add.Metadata[resource.FinalizerKey] = strings.Join(names[1:], " ") + " new"
 	_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: add})
 	requireCode(t, err, codes.InvalidArgument, `"metadata.finalizers"`)
+	// So is repeating stored names to grow the list.
+	repeat := proto.Clone(stored).(*pbresource.Resource)
+	repeat.Metadata[resource.FinalizerKey] = strings.Join(names, " ") + " " + names[1]
+	_, err = env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: repeat})
+	requireCode(t, err, codes.InvalidArgument, `"metadata.finalizers"`)
 	remove := proto.Clone(stored).(*pbresource.Resource)
 	remove.Metadata[resource.FinalizerKey] = strings.Join(names[1:], " ")
 	stored = env.write(t, remove)
