@@ -14,6 +14,8 @@ import (
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/server/reaper"
+	"github.com/loomrt/loom/server/reaper/reapertest"
+	"github.com/loomrt/loom/storage/inmem"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -184,4 +186,11 @@ func TestTombstoneOfLiveOwnerIsDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !exists(client, child.Id) && countTombstones(t, client) == 0 },
 		10*time.Second, 5*time.Millisecond)
+}
+
+// TestNoOrphans races creates of owned resources against their owner's
+// deletion on the in-memory backend: nothing acknowledged survives the
+// reaper.
+func TestNoOrphans(t *testing.T) {
+	reapertest.RunOwnerDeleteRace(t, inmem.New(), reapertest.Race{Owners: 300, Creators: 4, Timeout: 30 * time.Second})
 }
