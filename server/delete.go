@@ -106,11 +106,9 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 // created just before escapes the tombstone. It returns backend errors
 // unmapped.
 func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource) error {
-	tomb, err := newTombstone(stored.Id)
-	if err != nil {
-		return err
-	}
-	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version, storage.WithTombstone(tomb))
+	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version, storage.WithTombstone(func() (*pbresource.Resource, error) {
+		return newTombstone(stored.Id)
+	}))
 }
 
 // registrationOf returns the registration for the GroupVersion res is

@@ -183,9 +183,9 @@ type DeleteOption func(*DeleteOptions)
 // DeleteOptions are what a DeleteCAS call's options ask for. Backends read
 // them with NewDeleteOptions.
 type DeleteOptions struct {
-	// Tombstone, when not nil, is stored if the deleted resource owns
-	// others (see WithTombstone).
-	Tombstone *pbresource.Resource
+	// Tombstone, when not nil, returns the tombstone to store if the
+	// deleted resource owns others (see WithTombstone).
+	Tombstone func() (*pbresource.Resource, error)
 }
 
 // NewDeleteOptions applies opts to zero DeleteOptions.
@@ -197,14 +197,17 @@ func NewDeleteOptions(opts ...DeleteOption) DeleteOptions {
 	return o
 }
 
-// WithTombstone asks DeleteCAS to store tombstone, a resource to create
-// (empty Version, Uid set), in the same atomic step as the deletion if
-// the deleted resource owns any resource at that moment; nothing is
-// stored for a resource that owns nothing. If a resource is already stored
-// under the tombstone's ID, it is left as it is. The backend copies
-// tombstone; the caller keeps it.
-func WithTombstone(tombstone *pbresource.Resource) DeleteOption {
-	return func(o *DeleteOptions) { o.Tombstone = tombstone }
+// WithTombstone asks DeleteCAS to store a tombstone in the same atomic step
+// as the deletion if the deleted resource owns any resource at that moment;
+// nothing is stored for a resource that owns nothing. newTombstone returns
+// the tombstone, a resource to create (empty Version, Uid set); backends
+// call it at most once, only when they may need it, possibly while holding
+// their locks, so it must only build the message. If a resource is already
+// stored under the tombstone's ID, it is left as it is. The backend copies
+// what newTombstone returns or uses it as its own; the caller must not keep
+// it.
+func WithTombstone(newTombstone func() (*pbresource.Resource, error)) DeleteOption {
+	return func(o *DeleteOptions) { o.Tombstone = newTombstone }
 }
 
 // Watch is a stream of events from Backend.WatchList.

@@ -22,6 +22,13 @@ func newTombstone(owner *pbresource.ID) *pbresource.Resource {
 	return newResource(graveV1, "default", "default", "grave-of-"+owner.Name)
 }
 
+// leave is the DeleteCAS option that leaves a copy of tomb behind.
+func leave(tomb *pbresource.Resource) storage.DeleteOption {
+	return storage.WithTombstone(func() (*pbresource.Resource, error) {
+		return proto.Clone(tomb).(*pbresource.Resource), nil
+	})
+}
+
 // ownedBy returns a new resource named name owned by owner.
 func ownedBy(owner *pbresource.ID, name string) *pbresource.Resource {
 	res := newResource(albumV1, "default", "default", name)
@@ -88,7 +95,7 @@ func (s *suite) testDeleteTombstone(t *testing.T) {
 	// Owning nothing: no tombstone.
 	lonely := write(t, b, newDefault("lonely"))
 	tomb := newTombstone(lonely.Id)
-	require.NoError(t, b.DeleteCAS(ctx, lonely.Id, lonely.Version, storage.WithTombstone(tomb)))
+	require.NoError(t, b.DeleteCAS(ctx, lonely.Id, lonely.Version, leave(tomb)))
 	requireNoTombstone(tomb, "a resource that owns nothing leaves no tombstone")
 
 	// A failed compare-and-swap stores nothing.
@@ -96,12 +103,12 @@ func (s *suite) testDeleteTombstone(t *testing.T) {
 	child := write(t, b, ownedBy(parent.Id, "child"))
 	tomb = newTombstone(parent.Id)
 	stale := update(t, b, parent, "k", "v")
-	require.ErrorIs(t, b.DeleteCAS(ctx, parent.Id, parent.Version, storage.WithTombstone(tomb)), storage.ErrCASFailure)
+	require.ErrorIs(t, b.DeleteCAS(ctx, parent.Id, parent.Version, leave(tomb)), storage.ErrCASFailure)
 	requireNoTombstone(tomb, "a delete that failed leaves no tombstone")
 	read(t, b, parent.Id)
 
 	// Owning something: the tombstone is stored as given, with a Version.
-	require.NoError(t, b.DeleteCAS(ctx, parent.Id, stale.Version, storage.WithTombstone(tomb)))
+	require.NoError(t, b.DeleteCAS(ctx, parent.Id, stale.Version, leave(tomb)))
 	_, err := b.Read(ctx, storage.StrongConsistency, parent.Id)
 	require.ErrorIs(t, err, storage.ErrNotFound)
 	got := read(t, b, tomb.Id)
@@ -117,7 +124,7 @@ func (s *suite) testDeleteTombstone(t *testing.T) {
 	write(t, b, ownedBy(again.Id, "again-child"))
 	first := write(t, b, newTombstone(again.Id))
 	second := newTombstone(again.Id)
-	require.NoError(t, b.DeleteCAS(ctx, again.Id, "", storage.WithTombstone(second)))
+	require.NoError(t, b.DeleteCAS(ctx, again.Id, "", leave(second)))
 	requireProtoEqual(t, first, read(t, b, first.Id), "the stored tombstone is left as it was")
 }
 
@@ -170,7 +177,7 @@ func (s *suite) testOwnerDeleteRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			delErr = b.DeleteCAS(ctx, owner.Id, owner.Version, storage.WithTombstone(tomb))
+			delErr = b.DeleteCAS(ctx, owner.Id, owner.Version, leave(tomb))
 		}()
 		close(start)
 		wg.Wait()

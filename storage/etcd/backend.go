@@ -487,9 +487,13 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 	if err := checkID(id); err != nil {
 		return err
 	}
-	tomb := storage.NewDeleteOptions(opts...).Tombstone
 	var tombKey, tombValue string
-	if tomb != nil {
+	if newTombstone := storage.NewDeleteOptions(opts...).Tombstone; newTombstone != nil {
+		// Needed up front: the transaction decides whether to store it.
+		tomb, err := newTombstone()
+		if err != nil {
+			return err
+		}
 		if err := checkID(tomb.GetId()); err != nil {
 			return fmt.Errorf("tombstone: %w", err)
 		}
@@ -525,7 +529,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		if cur.Owner != nil {
 			ops = append(ops, clientv3.OpDelete(b.keys.ownerIndex(cur.Owner, id)))
 		}
-		if tomb != nil {
+		if tombKey != "" {
 			// In the same transaction: store the tombstone if the resource
 			// owns anything (every key under its owner prefix has a create
 			// revision above 0; an empty range compares as one with 0) and

@@ -303,15 +303,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	}
 	typ := storage.UnversionedTypeFrom(id.Type)
 	key := keyOf(id)
-	var tomb *pbresource.Resource
-	if o := storage.NewDeleteOptions(opts...); o.Tombstone != nil {
-		if o.Tombstone.GetId().GetType() == nil {
-			return errInvalidID
-		}
-		// Copied outside the lock; stored only if the resource owns others.
-		tomb = resource.Clone(o.Tombstone)
-		tomb.Version = ""
-	}
+	newTombstone := storage.NewDeleteOptions(opts...).Tombstone
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -327,7 +319,14 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if version != "" && version != e.res.Version {
 		return storage.ErrCASFailure
 	}
-	if tomb != nil && len(b.owned[ownerKeyOf(e.res.Id)]) > 0 {
+	if newTombstone != nil && len(b.owned[ownerKeyOf(e.res.Id)]) > 0 {
+		tomb, err := newTombstone()
+		if err != nil {
+			return err
+		}
+		if tomb.GetId().GetType() == nil {
+			return errInvalidID
+		}
 		b.storeTombstone(tomb)
 	}
 
@@ -340,8 +339,8 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	return nil
 }
 
-// storeTombstone creates tomb unless something is stored under its ID. The
-// caller holds mu exclusively.
+// storeTombstone creates tomb (which it takes over) unless something is
+// stored under its ID. The caller holds mu exclusively.
 func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	typ := storage.UnversionedTypeFrom(tomb.Id.Type)
 	key := keyOf(tomb.Id)
