@@ -11,6 +11,7 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // ZipType is the type Bars reference.
@@ -40,9 +41,13 @@ func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runt
 	}
 	if finalizer.IsMarkedForDeletion(res) {
 		// Clean up whatever the Bar stood for, then let it go.
-		return finalizer.EnsureFinalizerRemoved(ctx, rt, res, barFinalizer)
+		_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, barFinalizer)
+		return err
 	}
-	if err := finalizer.EnsureHasFinalizer(ctx, rt, res, barFinalizer); err != nil {
+	// Go on with the Bar as stored with the finalizer: the status below
+	// then names the generation that has it.
+	res, err = finalizer.EnsureHasFinalizer(ctx, rt, res, barFinalizer)
+	if err != nil {
 		return err
 	}
 	bar, err := resource.Decode[*pbfoov1.Bar](res)
@@ -67,7 +72,7 @@ type barInitializer struct{}
 
 // Initialize makes sure a default Bar exists before the first reconcile.
 func (barInitializer) Initialize(ctx context.Context, rt runtime.Runtime) error {
-	data, err := anyOf(&pbfoov1.Bar{Baz: "default"})
+	data, err := anypb.New(&pbfoov1.Bar{Baz: "default"})
 	if err != nil {
 		return err
 	}
