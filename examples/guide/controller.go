@@ -11,6 +11,8 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -72,13 +74,15 @@ type barInitializer struct{}
 
 // Initialize makes sure a default Bar exists before the first reconcile.
 func (barInitializer) Initialize(ctx context.Context, rt runtime.Runtime) error {
+	id := &pbresource.ID{Type: BarType, Name: "default"}
+	_, err := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: id})
+	if status.Code(err) != codes.NotFound {
+		return err // nil when the Bar exists: leave it as it is
+	}
 	data, err := anypb.New(&pbfoov1.Bar{Baz: "default"})
 	if err != nil {
 		return err
 	}
-	_, err = rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
-		Id:   &pbresource.ID{Type: BarType, Name: "default"},
-		Data: data,
-	}})
+	_, err = rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: id, Data: data}})
 	return err
 }

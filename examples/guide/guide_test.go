@@ -84,3 +84,22 @@ func TestReconcilerWritesStatusAtCurrentGeneration(t *testing.T) {
 	require.NoError(t, h.Reconcile(t, bar.Id))
 	h.Client.RequireVersionUnchanged(t, bar.Id, got.Version)
 }
+
+// TestInitializerLeavesAnExistingBarAlone runs the initializer again (as a
+// restart does) once the reconciler has added its finalizer to the default
+// Bar: the Bar is not written again, so the finalizer stays.
+func TestInitializerLeavesAnExistingBarAlone(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(RegisterTypes))
+	h := resourcetest.NewControllerHarness(t, svc.Client, barController())
+	require.NoError(t, h.Initialize(t))
+	id := &pbresource.ID{Type: BarType, Name: "default"}
+	created := h.Client.RequireResourceExists(t, id)
+	h.Sync(t)
+	require.NoError(t, h.Reconcile(t, created.Id))
+	reconciled := h.Client.RequireResourceExists(t, id)
+	require.Equal(t, barFinalizer, reconciled.Metadata["finalizers"])
+
+	require.NoError(t, h.Initialize(t))
+	again := h.Client.RequireVersionUnchanged(t, id, reconciled.Version)
+	require.Equal(t, barFinalizer, again.Metadata["finalizers"])
+}
