@@ -102,22 +102,16 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 	return s.casError(cas, s.deleteStored(ctx, stored))
 }
 
-// deleteStored deletes stored (at its version), first writing a Tombstone
-// if it owns resources. The tombstone comes first so that a crash between
-// the two steps leaves a tombstone whose owner still exists, never an
-// orphaned set of resources without one; the reaper treats a tombstone whose
-// owner still exists as not yet due. It returns backend errors unmapped.
+// deleteStored deletes stored (at its version). If it owns resources at
+// that moment, the backend stores its Tombstone in the same atomic step
+// (storage.WithTombstone), so the reaper finds every resource it owned:
+// none can be created once it is gone (storage.ErrOwnerNotFound), and none
+// created just before escapes the tombstone. It returns backend errors
+// unmapped.
 func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource) error {
-	owned, err := s.backend.OwnerReferences(ctx, stored.Id)
-	if err != nil {
-		return err
-	}
-	if len(owned) > 0 {
-		if err := s.writeTombstone(ctx, stored.Id); err != nil {
-			return err
-		}
-	}
-	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version)
+	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version, storage.WithTombstone(func() (*pbresource.Resource, error) {
+		return newTombstone(stored.Id)
+	}))
 }
 
 // registrationOf returns the registration for the GroupVersion res is

@@ -57,13 +57,16 @@
 //     once should write with a Version and retry on Aborted; a blanket Write
 //     built from an older read can look like it re-adds a finalizer, which
 //     is FailedPrecondition.
-//   - A Tombstone is written before its owner is deleted, so a crash (or a
-//     lost compare-and-swap) in between leaves a tombstone whose owner still
-//     exists rather than owned resources without one. Whoever acts on
-//     tombstones must therefore check that the owner (with its Uid) is gone
-//     first, and wait otherwise. Tombstones are named "tombstone-" plus the
-//     owner's lower-cased Uid and live in the owner's tenancy ("default" for
-//     units its scope lacks); see TombstoneID.
+//   - A Tombstone is stored by the backend in the same atomic step as its
+//     owner's deletion, exactly when the owner owns something at that
+//     moment (storage.WithTombstone), and the backend refuses to create a
+//     resource whose owner is gone (storage.ErrOwnerNotFound, reported as
+//     InvalidArgument naming owner). So a resource created while its owner
+//     is being deleted is either refused or found by the reaper: there are
+//     no orphans, even if the server stops between two steps. Tombstones are
+//     named "tombstone-" plus the owner's lower-cased Uid and live in the
+//     owner's tenancy ("default" for units its scope lacks); see
+//     TombstoneID.
 //   - WriteStatus requires every condition to have a Type, and a key of at
 //     most 256 printable characters without spaces.
 //   - Write, WriteStatus and Delete honour a fence given in the gRPC
@@ -304,6 +307,8 @@ func storageError(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, storage.ErrFenced):
 		return status.Errorf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)
+	case errors.Is(err, storage.ErrOwnerNotFound):
+		return invalidField("owner", "%v", err)
 	case errors.Is(err, storage.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, storage.ErrTooLarge):

@@ -179,6 +179,11 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 		// Created concurrently: the next attempt updates it instead.
 		return nil, errRetry
 	}
+	if errors.Is(err, storage.ErrOwnerNotFound) {
+		// Deleted since resolveOwner read it; the backend checks at commit.
+		return nil, invalidField("owner", "resource %s with uid %s does not exist (it was deleted)",
+			resource.ReferenceString(in.owner), in.owner.Uid)
+	}
 	if err != nil {
 		return nil, writeError(false, res, "", err)
 	}
