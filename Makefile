@@ -67,7 +67,9 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 		--go_out=paths=source_relative:. \
 		examples/foo/pbfoo/v1/foo.proto examples/foo/pbfoo/v2/foo.proto
 
-# Benchmarks: every workload of shared/BENCHMARKS.md, several counts.
+# Benchmarks: the workloads of docs/performance.md that live in the root
+# module (W1-W8), several counts, then bench-compare. W9, the etcd backend,
+# is in the storage/etcd module: run it there (see docs/performance.md).
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCHCOUNT) ./...
 	$(MAKE) bench-compare

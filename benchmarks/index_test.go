@@ -40,7 +40,7 @@ func loomW6() ([]*pbresource.Resource, []string) {
 			Name:    fmt.Sprintf("owner-%d", i),
 			Uid:     resource.NewULID(),
 		}
-		keys[i] = cache.Key(owners[i])
+		keys[i] = cache.OwnerKey(owners[i])
 	}
 	data, _ := anypb.New(&pbresource.Tenancy{Partition: "payload", Namespace: "payload"})
 	out := make([]*pbresource.Resource, w6N)

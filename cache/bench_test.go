@@ -102,7 +102,7 @@ func BenchmarkW6(b *testing.B) {
 	}
 	keys := make([]string, owners)
 	for i, o := range ownerIDs {
-		keys[i] = cache.Key(o)
+		keys[i] = cache.OwnerKey(o)
 	}
 
 	b.Run("list", func(b *testing.B) {

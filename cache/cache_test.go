@@ -80,7 +80,7 @@ func TestIndexes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "heroes", got.Id.Name)
 
-	children, err := c.List(albumType, cache.OwnerIndex, cache.Key(owner))
+	children, err := c.List(albumType, cache.OwnerIndex, cache.OwnerKey(owner))
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"low", "heroes"}, names(children))
 
@@ -122,6 +122,47 @@ func TestIndexes(t *testing.T) {
 	assert.ErrorContains(t, err, `no index "nope"`)
 	_, err = c.List(&pbresource.Type{Group: "x", GroupVersion: "v1", Kind: "Y"}, cache.IDIndex, "")
 	assert.ErrorContains(t, err, "does not hold type x.v1.Y")
+}
+
+// TestOwnerIndexKeysByUid recreates an owner under the same name while a
+// resource the first one owned is still cached (not yet reaped): each
+// lifetime of the owner finds only its own resources.
+func TestOwnerIndexKeysByUid(t *testing.T) {
+	c := newCache(t)
+	first := id(artistType, "prince")
+	first.Uid = "uid1"
+	_, err := c.Upsert(&pbresource.Resource{Id: first, Version: "1"})
+	require.NoError(t, err)
+	_, err = c.Upsert(res(albumType, "c1", "2", first, nil))
+	require.NoError(t, err)
+
+	removed, err := c.Delete(first)
+	require.NoError(t, err)
+	require.NotNil(t, removed)
+	second := id(artistType, "prince")
+	second.Uid = "uid2"
+	_, err = c.Upsert(&pbresource.Resource{Id: second, Version: "3"})
+	require.NoError(t, err)
+	_, err = c.Upsert(res(albumType, "c2", "4", second, nil))
+	require.NoError(t, err)
+
+	now, err := c.List(albumType, cache.OwnerIndex, cache.OwnerKey(second))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c2"}, names(now), "the new owner does not inherit the old one's children")
+	ids, err := c.ListIDs(albumType, cache.OwnerIndex, cache.OwnerKey(second))
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	assert.Equal(t, "c2", ids[0].Name)
+	before, err := c.List(albumType, cache.OwnerIndex, cache.OwnerKey(first))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c1"}, names(before), "the earlier owner's children are still found by its Uid")
+
+	// Lookups that could only ever find nothing are errors, not empty
+	// results: a key by name, and an owner ID without its Uid.
+	_, err = c.List(albumType, cache.OwnerIndex, cache.Key(second))
+	assert.ErrorContains(t, err, "cache.OwnerKey")
+	_, err = c.ListIDs(albumType, cache.OwnerIndex, cache.OwnerKey(&pbresource.ID{Type: artistType, Name: "prince"}))
+	assert.ErrorContains(t, err, "Uid")
 }
 
 func TestCloneOnRead(t *testing.T) {

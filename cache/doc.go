@@ -11,10 +11,17 @@
 // # Indexes and queries
 //
 // Every type has the built-in "id" index (one resource per tenancy and name)
-// and "owner" index (resources by their owner). Controllers add their own
-// with NewIndex and NewMultiIndex; index keys are strings, usually built with
-// Key from an ID or Reference. A named Query is a function over the
-// read-only cache that controllers register and call by name.
+// and "owner" index (resources by their owner's Uid, looked up with
+// OwnerKey, so a new owner with an old owner's name does not inherit the old
+// owner's resources). Controllers add their own with NewIndex and
+// NewMultiIndex; index keys are strings, usually built with Key from an ID or
+// Reference. A named Query is a function over the read-only cache that
+// controllers register and call by name.
+//
+// To list what a resource owns, look it up by its ID as read (which carries
+// its Uid):
+//
+//	owned, err := rt.Cache.List(childType, cache.OwnerIndex, cache.OwnerKey(owner.Id))
 //
 // # Cloning
 //

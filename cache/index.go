@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -12,7 +13,10 @@ import (
 const (
 	// IDIndex finds a resource by Key of its ID.
 	IDIndex = "id"
-	// OwnerIndex finds resources by Key of their owner's ID.
+	// OwnerIndex finds resources by their owner's Uid: look them up under
+	// OwnerKey of the owner's ID. Keying by Uid rather than by name means
+	// the resources of an earlier owner with the same name (deleted, its
+	// owned resources not yet reaped) are not found under a new one.
 	OwnerIndex = "owner"
 )
 
@@ -76,12 +80,37 @@ func NewDecodedMultiIndex[T proto.Message](name string, fn func(res *pbresource.
 	})
 }
 
+// ownerIndex is the built-in owner index. A resource whose owner has no Uid
+// stays out of it; neither Loom's service nor Consul's stores such an owner
+// (both resolve the owner's Uid on Write).
 var ownerIndex = NewIndex(OwnerIndex, func(res *pbresource.Resource) (string, bool, error) {
-	if res.Owner == nil {
-		return "", false, nil
+	if uid := res.GetOwner().GetUid(); uid != "" {
+		return uid, true, nil
 	}
-	return Key(res.Owner), true, nil
+	return "", false, nil
 })
+
+// OwnerKey returns the OwnerIndex key of the resources owned by owner: its
+// Uid. Pass the owner's ID as the cache or the service returned it, which
+// carries the Uid; a runtime.Request's ID may not. An ID without a Uid gives
+// the empty key, which the cache refuses with an error rather than finding
+// nothing.
+func OwnerKey(owner *pbresource.ID) string {
+	return owner.GetUid()
+}
+
+// checkOwnerKey catches owner index lookups that cannot find anything: an
+// empty key (an owner ID without its Uid) or a key built with Key (by name,
+// which the owner index no longer uses). A Uid never holds a '/'.
+func checkOwnerKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("the %q index is keyed by the owner's Uid and the key is empty: build it with cache.OwnerKey from the owner's ID as stored (with its Uid)", OwnerIndex)
+	}
+	if strings.IndexByte(key, '/') >= 0 {
+		return fmt.Errorf("%q is not a key of the %q index, which is keyed by the owner's Uid: build it with cache.OwnerKey, not cache.Key", key, OwnerIndex)
+	}
+	return nil
+}
 
 // index holds the buckets of one Index for one type.
 type index struct {

@@ -78,6 +78,11 @@ func (c *Cache) List(typ *pbresource.Type, index, key string) ([]*pbresource.Res
 
 // lookup returns the stored (shared) resources under key; callers clone.
 func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	if index == OwnerIndex {
+		if err := checkOwnerKey(key); err != nil {
+			return nil, err
+		}
+	}
 	tc, err := c.typeCache(typ)
 	if err != nil {
 		return nil, err

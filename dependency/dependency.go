@@ -92,9 +92,13 @@ func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *p
 }
 
 // MapOwned reconciles the resources of ownedType that the changed resource
-// owns (found through the built-in owner index).
+// owns, found through the built-in owner index by the changed resource's
+// Uid: resources owned by an earlier resource of the same name are not
+// among them.
 func MapOwned(ownedType *pbresource.Type) runtime.DependencyMapper {
-	return MapByIndex(ownedType, cache.OwnerIndex)
+	return MapByIndexKeys(ownedType, cache.OwnerIndex, func(res *pbresource.Resource) ([]string, error) {
+		return []string{cache.OwnerKey(res.Id)}, nil
+	})
 }
 
 // ReferenceIndex returns a cache index over a reference (ID) held in the

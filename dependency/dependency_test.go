@@ -93,6 +93,10 @@ func TestMapOwned(t *testing.T) {
 	owner := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "o", Uid: "u1"}
 	_, _ = c.Upsert(bar(t, "child", nil, owner))
 	_, _ = c.Upsert(bar(t, "orphan", nil, nil))
+	// A Bar owned by an earlier Zip of the same name, not yet reaped.
+	earlier := resource.CloneID(owner)
+	earlier.Uid = "u0"
+	_, _ = c.Upsert(bar(t, "earlier-child", nil, earlier))
 	reqs, err := dependency.MapOwned(foo.BarV1Type)(context.Background(), runtime.Runtime{Cache: c}, &pbresource.Resource{Id: owner})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"child"}, names(reqs))

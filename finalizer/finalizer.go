@@ -6,7 +6,10 @@
 // service sets the "deletionTimestamp" key); the resource is then frozen
 // except for writes that remove finalizers, and the service deletes it when
 // the last one goes. Each controller that adds a finalizer removes it once
-// it sees the mark and has done its cleanup.
+// it sees the mark and has done its cleanup. (Consul's service does not
+// delete a marked resource when its last finalizer goes, only on a further
+// Delete; EnsureFinalizerRemoved issues that Delete, so controllers behave
+// the same on both.)
 package finalizer
 
 import (
@@ -17,6 +20,8 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // IsMarkedForDeletion reports whether res was deleted and waits for its
@@ -79,29 +84,79 @@ func setFinalizers(res *pbresource.Resource, names []string) {
 	res.Metadata[resource.FinalizerKey] = strings.Join(names, " ")
 }
 
-// EnsureHasFinalizer writes res with the named finalizer added, unless it
-// has it already. The write is a compare-and-swap on res.Version, so a stale
-// res (e.g. from a lagging cache) fails with Aborted rather than undoing a
-// newer write; return the error to retry later. res is not changed.
-func EnsureHasFinalizer(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, name string) error {
+// EnsureHasFinalizer makes sure res carries the named finalizer in the
+// store, and returns the resource as stored: the result of the write (with
+// its new version and generation), or res itself when it had the finalizer
+// already. Continue with the returned resource, so that what follows (a
+// status, say, whose ObservedGeneration comes from it) is about the current
+// generation:
+//
+//	res, err = finalizer.EnsureHasFinalizer(ctx, rt, res, name)
+//
+// The write is a compare-and-swap on res.Version, so a stale res (e.g. from
+// a lagging cache) fails with Aborted rather than undoing a newer write;
+// return the error to retry later. res itself is not changed.
+func EnsureHasFinalizer(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, name string) (*pbresource.Resource, error) {
 	if HasFinalizer(res, name) {
-		return nil
+		return res, nil
 	}
 	return writeMetadata(ctx, rt, res, func(r *pbresource.Resource) { AddFinalizer(r, name) })
 }
 
-// EnsureFinalizerRemoved writes res with the named finalizer removed, unless
-// it is absent. When res is marked for deletion and this was its last
-// finalizer, the service deletes it. Like EnsureHasFinalizer, the write is a
-// compare-and-swap and res is not changed.
-func EnsureFinalizerRemoved(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, name string) error {
-	if !HasFinalizer(res, name) {
-		return nil
+// EnsureFinalizerRemoved makes sure res does not carry the named finalizer
+// in the store, and returns the resource as stored afterwards, or nil when
+// it is gone. Like EnsureHasFinalizer, the write is a compare-and-swap on
+// res.Version and res itself is not changed.
+//
+// When res is marked for deletion and no finalizer is left, the resource is
+// deleted. Loom's service deletes it with the Write that removes the last
+// finalizer; Consul's leaves it marked until it is deleted again, so the
+// helper then issues a Delete itself (harmless on Loom, where the resource
+// is gone already). The Delete names res's Uid, so it never touches a
+// resource created again under the same name, and a resource already gone
+// counts as deleted. It carries no version: a marked resource without
+// finalizers can change only by status writes, which must not make the
+// deletion fail. The Delete is issued too when res has no finalizer left
+// to remove, so a retry after a failed Delete completes the deletion.
+func EnsureFinalizerRemoved(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, name string) (*pbresource.Resource, error) {
+	current := res
+	if HasFinalizer(res, name) {
+		written, err := writeMetadata(ctx, rt, res, func(r *pbresource.Resource) { RemoveFinalizer(r, name) })
+		if err != nil {
+			return nil, err
+		}
+		current = written
 	}
-	return writeMetadata(ctx, rt, res, func(r *pbresource.Resource) { RemoveFinalizer(r, name) })
+	if !IsMarkedForDeletion(current) || HasFinalizers(current) {
+		return current, nil
+	}
+	if err := deleteLifetime(ctx, rt, current.Id); err != nil {
+		return nil, err
+	}
+	return nil, nil
 }
 
-func writeMetadata(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, change func(*pbresource.Resource)) error {
+// deleteLifetime deletes the resource with id, aimed at its Uid: success
+// when it is deleted or already gone, including when the name now belongs
+// to a newer resource (Loom refuses the Delete with FailedPrecondition then;
+// Consul accepts it and deletes nothing).
+func deleteLifetime(ctx context.Context, rt runtime.Runtime, id *pbresource.ID) error {
+	_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: id})
+	switch status.Code(err) {
+	case codes.OK, codes.NotFound:
+		return nil
+	case codes.FailedPrecondition:
+		// Loom's answer to a Uid that names an earlier resource, but also to
+		// a fenced write: look before calling it success.
+		rsp, readErr := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}})
+		if status.Code(readErr) == codes.NotFound || (readErr == nil && rsp.GetResource().GetId().GetUid() != id.GetUid()) {
+			return nil
+		}
+	}
+	return err
+}
+
+func writeMetadata(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, change func(*pbresource.Resource)) (*pbresource.Resource, error) {
 	// A shallow copy with its own metadata: only the metadata changes, and
 	// the client does not keep the request. The status is left out: the
 	// service carries the stored one over, and a stale copy must not look
@@ -115,6 +170,9 @@ func writeMetadata(ctx context.Context, rt runtime.Runtime, res *pbresource.Reso
 		Data:       res.Data,
 	}
 	change(next)
-	_, err := rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: next})
-	return err
+	rsp, err := rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: next})
+	if err != nil {
+		return nil, err
+	}
+	return rsp.Resource, nil
 }

@@ -30,7 +30,7 @@ func ParseFence(value string) (key string, revision int64, err error) {
 	}
 	revision, err = strconv.ParseInt(revText, 10, 64)
 	if err != nil || revision <= 0 {
-		return "", 0, fmt.Errorf("revision %q is not a positive integer", revText)
+		return "", 0, fmt.Errorf("revision %s is not a positive integer", Quote(revText))
 	}
 	return key, revision, nil
 }

@@ -63,7 +63,7 @@ func NormalizeTenancy(path string, scope Scope, t *pbresource.Tenancy, allowWild
 		if v == "" || (allowWildcard && v == Wildcard) {
 			return nil
 		}
-		return NewErrInvalidField(path+"."+field, "must be empty: %s-scoped types have no %s (got %q)", scope, field, v)
+		return NewErrInvalidField(path+"."+field, "must be empty: %s-scoped types have no %s (got %s)", scope, field, Quote(v))
 	}
 	switch scope {
 	case ScopeCluster:

@@ -114,7 +114,7 @@ func UnversionedTypeString(t *pbresource.Type) string {
 func ParseType(s string) (*pbresource.Type, error) {
 	parts := strings.Split(s, ".")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return nil, fmt.Errorf("type %q is not of the form group.version.kind", s)
+		return nil, fmt.Errorf("type %s is not of the form group.version.kind", Quote(s))
 	}
 	t := &pbresource.Type{Group: parts[0], GroupVersion: parts[1], Kind: parts[2]}
 	if err := ValidateType(t); err != nil {

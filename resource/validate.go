@@ -74,7 +74,7 @@ func ValidateName(name string) error {
 		return ErrMissing
 	}
 	if len(name) > MaxNameLength {
-		return fmt.Errorf("%q is %d characters long; the limit is %d", name, len(name), MaxNameLength)
+		return fmt.Errorf("%s is longer than %d characters", Quote(name), MaxNameLength)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -82,7 +82,7 @@ func ValidateName(name string) error {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
 		case c == '-' && i > 0 && i < len(name)-1:
 		default:
-			return fmt.Errorf("%q is not a valid name: use lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+			return fmt.Errorf("%s is not a valid name: use lowercase letters, digits and '-', starting and ending with a letter or digit", Quote(name))
 		}
 	}
 	return nil
@@ -99,13 +99,13 @@ func validateType(path string, t *pbresource.Type) error {
 		return ErrInvalidField{Name: path, Wrapped: ErrMissing}
 	}
 	if !groupRE.MatchString(t.Group) {
-		return NewErrInvalidField(path+".group", "%q must match %s", t.Group, groupRE)
+		return NewErrInvalidField(path+".group", "%s must match %s", Quote(t.Group), groupRE)
 	}
 	if !groupVersionRE.MatchString(t.GroupVersion) {
-		return NewErrInvalidField(path+".group_version", "%q must match %s", t.GroupVersion, groupVersionRE)
+		return NewErrInvalidField(path+".group_version", "%s must match %s", Quote(t.GroupVersion), groupVersionRE)
 	}
 	if !kindRE.MatchString(t.Kind) {
-		return NewErrInvalidField(path+".kind", "%q must match %s", t.Kind, kindRE)
+		return NewErrInvalidField(path+".kind", "%s must match %s", Quote(t.Kind), kindRE)
 	}
 	return nil
 }

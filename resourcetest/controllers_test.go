@@ -17,7 +17,6 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/loomrt/loom/runtime"
-	"github.com/loomrt/loom/server/reaper"
 )
 
 func TestRunControllers(t *testing.T) {
@@ -220,10 +219,7 @@ func TestBuiltinControllersReapOwnedResources(t *testing.T) {
 	bar := svc.Resource(foo.BarV1Type, "owned").WithData(t, &pbfoov1.Bar{Baz: "x"}).WithOwner(zip.Id).Write(t, client)
 
 	client.MustDelete(t, zip.Id)
-	// The service writes the tombstone just before it deletes the owner;
-	// a reaper that looks in between finds the owner alive and looks
-	// again only after reaper.OwnerAliveRecheck, so allow for that.
-	client.WithTimeout(reaper.OwnerAliveRecheck+resourcetest.DefaultWaitTimeout).WaitForDeletion(t, bar.Id)
+	client.WaitForDeletion(t, bar.Id)
 }
 
 func TestNoBuiltinControllersByDefault(t *testing.T) {

@@ -71,14 +71,14 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 	cas := req.Version != ""
 	if cas && req.Version != stored.Version {
 		return status.Errorf(codes.Aborted,
-			"version %q does not match the stored version %q: the resource changed since it was read",
-			req.Version, stored.Version)
+			"version %s does not match the stored version %q: the resource changed since it was read",
+			resource.Quote(req.Version), stored.Version)
 	}
 	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
 		return err
 	}
 
-	if len(resource.Finalizers(stored)) > 0 {
+	if resource.HasFinalizers(stored) {
 		if resource.IsMarkedForDeletion(stored) {
 			return nil // already waiting for its finalizers
 		}
@@ -93,28 +93,25 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 			Status:     stored.Status,
 			Data:       stored.Data,
 		}
+		if err := s.limits.checkSize(marked, stored, "metadata"); err != nil {
+			return err
+		}
 		_, err := s.backend.WriteCAS(ctx, marked)
 		return s.casError(cas, err)
 	}
 	return s.casError(cas, s.deleteStored(ctx, stored))
 }
 
-// deleteStored deletes stored (at its version), first writing a Tombstone
-// if it owns resources. The tombstone comes first so that a crash between
-// the two steps leaves a tombstone whose owner still exists, never an
-// orphaned set of resources without one; the reaper treats a tombstone whose
-// owner still exists as not yet due. It returns backend errors unmapped.
+// deleteStored deletes stored (at its version). If it owns resources at
+// that moment, the backend stores its Tombstone in the same atomic step
+// (storage.WithTombstone), so the reaper finds every resource it owned:
+// none can be created once it is gone (storage.ErrOwnerNotFound), and none
+// created just before escapes the tombstone. It returns backend errors
+// unmapped.
 func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource) error {
-	owned, err := s.backend.OwnerReferences(ctx, stored.Id)
-	if err != nil {
-		return err
-	}
-	if len(owned) > 0 {
-		if err := s.writeTombstone(ctx, stored.Id); err != nil {
-			return err
-		}
-	}
-	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version)
+	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version, storage.WithTombstone(func() (*pbresource.Resource, error) {
+		return newTombstone(stored.Id)
+	}))
 }
 
 // registrationOf returns the registration for the GroupVersion res is

@@ -34,7 +34,7 @@ func withFence(ctx context.Context) (context.Context, error) {
 	}
 	key, rev, err := resource.ParseFence(values[0])
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "metadata %s: %q: %v", resource.FenceMetadataKey, values[0], err)
+		return nil, status.Errorf(codes.InvalidArgument, "metadata %s: %s: %v", resource.FenceMetadataKey, resource.Quote(values[0]), err)
 	}
 	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev}), nil
 }

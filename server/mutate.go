@@ -13,9 +13,10 @@ import (
 )
 
 // MutateAndValidate runs the checks a Write would run on the resource by
-// itself (ID, tenancy, data, owner format) and the type's Mutate and Validate
-// hooks, and returns the mutated resource without storing it. Nothing about
-// the stored state is checked (owner existence, versions, status).
+// itself (ID, tenancy, data, owner format, the limits on metadata and size)
+// and the type's Mutate and Validate hooks, and returns the mutated
+// resource without storing it. Nothing about the stored state is checked
+// (owner existence, versions, status).
 func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAndValidateRequest) (*pbresource.MutateAndValidateResponse, error) {
 	authz, err := s.authorizer(ctx)
 	if err != nil {
@@ -24,6 +25,13 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 	res := req.GetResource()
 	reg, _, err := s.prepare(res)
 	if err != nil {
+		return nil, s.fail("MutateAndValidate", res.GetId(), err)
+	}
+	// The limits a Write would check against nothing stored yet.
+	if err := s.limits.checkMetadata(res.Metadata, nil); err != nil {
+		return nil, s.fail("MutateAndValidate", res.GetId(), err)
+	}
+	if err := s.limits.checkSize(res, nil, ""); err != nil {
 		return nil, s.fail("MutateAndValidate", res.GetId(), err)
 	}
 	if err := aclError(reg.AuthorizeWrite(authz, res)); err != nil {
@@ -42,6 +50,10 @@ func (s *Server) prepare(res *pbresource.Resource) (resource.Registration, proto
 	reg, err := s.checkID("id", res.Id)
 	if err != nil {
 		return reg, nil, err
+	}
+	if resource.EqualUnversionedType(res.Id.Type, resource.TypeV1Tombstone) {
+		return reg, nil, invalidField("id.type", "%s resources are written by the service itself when a resource that owns others is deleted; clients cannot write them (they may read, list, watch and delete them)",
+			resource.TypeString(res.Id.Type))
 	}
 	data, err := checkData(reg, res.Data)
 	if err != nil {

@@ -165,7 +165,7 @@ func (casLoser) WriteCAS(context.Context, *pbresource.Resource) (*pbresource.Res
 	return nil, storage.ErrCASFailure
 }
 
-func (casLoser) DeleteCAS(context.Context, *pbresource.ID, string) error {
+func (casLoser) DeleteCAS(context.Context, *pbresource.ID, string, ...storage.DeleteOption) error {
 	return storage.ErrCASFailure
 }
 

@@ -57,13 +57,16 @@
 //     once should write with a Version and retry on Aborted; a blanket Write
 //     built from an older read can look like it re-adds a finalizer, which
 //     is FailedPrecondition.
-//   - A Tombstone is written before its owner is deleted, so a crash (or a
-//     lost compare-and-swap) in between leaves a tombstone whose owner still
-//     exists rather than owned resources without one. Whoever acts on
-//     tombstones must therefore check that the owner (with its Uid) is gone
-//     first, and wait otherwise. Tombstones are named "tombstone-" plus the
-//     owner's lower-cased Uid and live in the owner's tenancy ("default" for
-//     units its scope lacks); see TombstoneID.
+//   - A Tombstone is stored by the backend in the same atomic step as its
+//     owner's deletion, exactly when the owner owns something at that
+//     moment (storage.WithTombstone), and the backend refuses to create a
+//     resource whose owner is gone (storage.ErrOwnerNotFound, reported as
+//     InvalidArgument naming owner). So a resource created while its owner
+//     is being deleted is either refused or found by the reaper: there are
+//     no orphans, even if the server stops between two steps. Tombstones are
+//     named "tombstone-" plus the owner's lower-cased Uid and live in the
+//     owner's tenancy ("default" for units its scope lacks); see
+//     TombstoneID.
 //   - WriteStatus requires every condition to have a Type, and a key of at
 //     most 256 printable characters without spaces.
 //   - Write, WriteStatus and Delete honour a fence given in the gRPC
@@ -77,6 +80,48 @@
 //   - A blanket Write that includes a status must include the stored one;
 //     read-modify-write clients that race with status writers should leave
 //     status empty (it is carried over) rather than send what they read.
+//   - Every write is held to limits on what one resource may hold: its
+//     size as stored (Config.MaxResourceBytes, 1 MiB by default), at most
+//     MaxMetadataKeys metadata entries with keys of at most
+//     MaxMetadataKeyLength and values of at most MaxMetadataValueLength
+//     bytes, at most MaxFinalizers finalizers of at most
+//     MaxFinalizerNameLength bytes each, and at most MaxStatusKeys status
+//     keys. Breaking one is InvalidArgument naming the field: data,
+//     metadata, metadata.finalizers, status (WriteStatus) or key. The size
+//     counts room for the Version and the deletion mark the service adds
+//     later, so whatever a Write accepted can be marked by Delete. What is
+//     stored already is never refused again: a resource stored before a
+//     limit was lowered may still be written as long as the write does not
+//     make it bigger, nor add finalizers, metadata entries or status keys
+//     beyond the limits, so it can be trimmed and deleted. A backend that
+//     refuses a resource as too large (storage.ErrTooLarge, e.g. etcd past
+//     its --max-request-bytes) gives the same InvalidArgument.
+//   - The size limit keeps every resource within one gRPC message (a Read
+//     response, a watch event). A List response holds every matching
+//     resource and can still outgrow a client's message limit; such
+//     clients should watch instead, or raise their limit.
+//   - Work on finalizers takes time linear in their number: the service
+//     compares finalizer lists through a set once they are long.
+//   - Clients cannot Write (nor MutateAndValidate) Tombstones
+//     (resource.TypeV1Tombstone): InvalidArgument naming id.type. The
+//     service writes them itself, straight to the backend; the reaper only
+//     reads, lists, watches and deletes them, which stays allowed. Refusing
+//     is simpler and safer than verifying: a forged tombstone naming a live
+//     owner would otherwise wait, and be re-checked, for as long as the
+//     owner lives, and a reaper that verified tombstones against their
+//     owners would still be acting on what any client may write. Consul's
+//     service does not refuse them (its Delete carries a note that it
+//     probably should); Loom does.
+//   - The type URL of a resource's Data is stored in its canonical form,
+//     "type.googleapis.com/" and the message's full name. An Any naming
+//     the registered message in another form (a bare full name, another
+//     host) is rewritten to it rather than refused: Any allows such forms
+//     and some clients send them, and one stored form keeps no-op
+//     detection and consumers' type checks simple.
+//   - Error messages repeat at most resource.MaxQuoted (64) bytes of any
+//     input they quote, followed by its length ("…(N bytes)"; see
+//     resource.Quote), so a request with a huge name, type, key or version
+//     gets a short error that still names the field.
 package server
 
 import (
@@ -121,6 +166,16 @@ type Config struct {
 	// becomes PermissionDenied; anything else is Internal. Nil allows
 	// everything (resource.AllowAll).
 	ACLResolver func(ctx context.Context) (resource.Authorizer, error)
+
+	// MaxResourceBytes is the largest a stored resource may be, in bytes of
+	// its protobuf encoding (with room for the version and deletion mark
+	// the service adds later). A Write, WriteStatus or Delete that would
+	// store a bigger one fails with InvalidArgument naming the field that
+	// made it so big. Zero means DefaultMaxResourceBytes (1 MiB); keep it
+	// well under the gRPC message limit of the server's clients (4 MiB by
+	// default) and, on etcd, under etcd's --max-request-bytes (1.5 MiB by
+	// default). New panics if it is negative.
+	MaxResourceBytes int
 }
 
 // Server implements pbresource.ResourceServiceServer.
@@ -132,6 +187,7 @@ type Server struct {
 	logger   hclog.Logger
 	resolve  func(ctx context.Context) (resource.Authorizer, error)
 	encoded  *encodedEvents // see watch_encode.go
+	limits   limits         // see limits.go
 
 	// shuttingDown ends when Shutdown is called; every WatchList's
 	// context ends with it.
@@ -143,10 +199,14 @@ var _ pbresource.ResourceServiceServer = (*Server)(nil)
 
 // New returns a Server for cfg. It registers the Tombstone type
 // (resource.TypeV1Tombstone, namespace-scoped) in the registry unless it is
-// already there. It panics if cfg.Backend is nil.
+// already there. It panics if cfg.Backend is nil or cfg.MaxResourceBytes
+// is negative.
 func New(cfg Config) *Server {
 	if cfg.Backend == nil {
 		panic("server.New: Config.Backend is required")
+	}
+	if cfg.MaxResourceBytes < 0 {
+		panic("server.New: Config.MaxResourceBytes must not be negative")
 	}
 	s := &Server{
 		backend:  cfg.Backend,
@@ -154,6 +214,7 @@ func New(cfg Config) *Server {
 		logger:   cfg.Logger,
 		resolve:  cfg.ACLResolver,
 		encoded:  newEncodedEvents(),
+		limits:   newLimits(cfg.MaxResourceBytes),
 	}
 	s.shuttingDown, s.shutdown = context.WithCancel(context.Background())
 	if s.registry == nil {
@@ -272,8 +333,12 @@ func storageError(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, storage.ErrFenced):
 		return status.Errorf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)
+	case errors.Is(err, storage.ErrOwnerNotFound):
+		return invalidField("owner", "%v", err)
 	case errors.Is(err, storage.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, storage.ErrTooLarge):
+		return status.Errorf(codes.InvalidArgument, "resource: too large to store (%v); see server.Config.MaxResourceBytes", err)
 	case errors.Is(err, storage.ErrWatchTooSlow):
 		return status.Error(codes.Aborted, "the watch could not keep up with the rate of changes and was ended; start a new WatchList")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -288,7 +353,8 @@ func storageError(err error) error {
 // fail logs a failed request at debug level and returns err unchanged.
 func (s *Server) fail(method string, id *pbresource.ID, err error) error {
 	if s.logger.IsDebug() {
-		s.logger.Debug("request failed", "method", method, "id", resource.IDString(id), "error", err)
+		// The ID may be the invalid one a request gave: keep the log short.
+		s.logger.Debug("request failed", "method", method, "id", resource.Truncate(resource.IDString(id)), "error", err)
 	}
 	return err
 }

@@ -1,17 +1,14 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/storage"
 )
 
 // tombstonePrefix starts the name of every Tombstone.
@@ -48,29 +45,14 @@ func TombstoneID(owner *pbresource.ID) *pbresource.ID {
 	}
 }
 
-// writeTombstone stores the Tombstone for owner unless it already exists.
-// It returns backend errors unmapped.
-func (s *Server) writeTombstone(ctx context.Context, owner *pbresource.ID) error {
-	id := TombstoneID(owner)
-	existing, err := s.readStored(ctx, storage.StrongConsistency, id)
-	if err != nil {
-		return err
-	}
-	if existing != nil {
-		return nil // the same owner's deletion already left its promise
-	}
+// newTombstone returns the Tombstone to store if owner (an ID with its Uid)
+// is deleted while it owns resources.
+func newTombstone(owner *pbresource.ID) (*pbresource.Resource, error) {
 	data, err := anypb.New(&pbresource.Tombstone{Owner: owner})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	id := TombstoneID(owner)
 	id.Uid = resource.NewULID()
-	_, err = s.backend.WriteCAS(ctx, &pbresource.Resource{
-		Id:         id,
-		Generation: resource.NewULID(),
-		Data:       data,
-	})
-	if errors.Is(err, storage.ErrCASFailure) {
-		return nil // written concurrently by another delete of the same owner
-	}
-	return err
+	return &pbresource.Resource{Id: id, Generation: resource.NewULID(), Data: data}, nil
 }

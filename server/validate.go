@@ -3,11 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -51,7 +53,7 @@ func (s *Server) resolveType(path string, t *pbresource.Type) (resource.Registra
 	if err := resource.ValidateTypeField(path, t); err != nil {
 		return resource.Registration{}, invalidArgument(err)
 	}
-	return resource.Registration{}, invalidField(path, "resource type %s is not registered", resource.TypeString(t))
+	return resource.Registration{}, invalidField(path, "resource type %s is not registered", resource.Quote(resource.TypeString(t)))
 }
 
 // checkID validates id (found at path in the request) for a request about
@@ -73,7 +75,7 @@ func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registration,
 		return reg, err
 	}
 	if id.Uid != "" && !resource.IsULID(id.Uid) {
-		return reg, invalidField(path+".uid", "%q is not a ULID", id.Uid)
+		return reg, invalidField(path+".uid", "%s is not a ULID", resource.Quote(id.Uid))
 	}
 	return reg, nil
 }
@@ -117,22 +119,37 @@ func (s *Server) checkOwner(owner *pbresource.ID) error {
 	return err
 }
 
+// anyPrefix is the conventional, canonical start of an Any's type URL.
+const anyPrefix = "type.googleapis.com/"
+
 // checkData checks that data holds the registration's message and decodes,
-// returning the decoded message.
+// returning the decoded message. A type URL that names the right message
+// but not in the canonical form ("type.googleapis.com/" and the message's
+// full name, e.g. a bare "foo.v1.Bar" or another host) is rewritten to it
+// in place, so what is stored is canonical.
 func checkData(reg resource.Registration, data *anypb.Any) (proto.Message, error) {
 	if data == nil {
 		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.ErrMissing})
 	}
 	want := reg.Proto.ProtoReflect().Descriptor().FullName()
 	if got := data.MessageName(); got != want {
-		return nil, invalidField("data", "holds a %q message (type URL %q), but resource type %s holds %q",
-			got, data.TypeUrl, resource.TypeString(reg.Type), want)
+		return nil, invalidField("data", "holds a %s message (type URL %s), but resource type %s holds %q",
+			resource.Quote(string(got)), resource.Quote(data.TypeUrl), resource.TypeString(reg.Type), want)
+	}
+	if !isCanonicalURL(data.TypeUrl, want) {
+		data.TypeUrl = anyPrefix + string(want)
 	}
 	msg := reg.Proto.ProtoReflect().New().Interface()
 	if err := proto.Unmarshal(data.Value, msg); err != nil {
 		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.NewErrDataParse(msg, err)})
 	}
 	return msg, nil
+}
+
+// isCanonicalURL reports whether url is anyPrefix followed by name,
+// without building that string.
+func isCanonicalURL(url string, name protoreflect.FullName) bool {
+	return len(url) == len(anyPrefix)+len(name) && strings.HasPrefix(url, anyPrefix) && url[len(anyPrefix):] == string(name)
 }
 
 // checkStatusKey validates a WriteStatus key: required, printable, without
@@ -146,7 +163,7 @@ func checkStatusKey(key string) error {
 	}
 	for _, r := range key {
 		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return invalidField("key", "%q must be printable and contain no spaces", key)
+			return invalidField("key", "%s must be printable and contain no spaces", resource.Quote(key))
 		}
 	}
 	return nil
@@ -161,7 +178,7 @@ func checkStatus(st *pbresource.Status) error {
 		return invalidArgument(resource.ErrInvalidField{Name: "status.observed_generation", Wrapped: resource.ErrMissing})
 	}
 	if !resource.IsULID(st.ObservedGeneration) {
-		return invalidField("status.observed_generation", "%q is not a ULID", st.ObservedGeneration)
+		return invalidField("status.observed_generation", "%s is not a ULID", resource.Quote(st.ObservedGeneration))
 	}
 	for i, c := range st.Conditions {
 		path := fmt.Sprintf("status.conditions[%d]", i)

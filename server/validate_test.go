@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -15,6 +16,23 @@ import (
 )
 
 func field(name string) string { return `"` + name + `"` }
+
+// withUid gives id a fresh Uid.
+func withUid(id *pbresource.ID) *pbresource.ID {
+	id.Uid = resource.NewULID()
+	return id
+}
+
+// finalizerNames returns n distinct finalizer names of length bytes each
+// (at least 8), separated by spaces.
+func finalizerNames(n, length int) string {
+	names := make([]string, n)
+	for i := range names {
+		name := fmt.Sprintf("f%07d", i)
+		names[i] = name + strings.Repeat("x", length-len(name))
+	}
+	return strings.Join(names, " ")
+}
 
 // writeCases are Writes that must be rejected with InvalidArgument naming a
 // field, before anything is stored.
@@ -69,7 +87,30 @@ func writeCases(t *testing.T) map[string]struct {
 		"qux with partition": {func() *pbresource.Resource { r := qux(t, "q"); r.Id.Tenancy.Partition = "default"; return r }, "id.tenancy.partition"},
 		"qux with namespace": {func() *pbresource.Resource { r := qux(t, "q"); r.Id.Tenancy.Namespace = "default"; return r }, "id.tenancy.namespace"},
 		"zip with bad part":  {func() *pbresource.Resource { r := zip(t, "z"); r.Id.Tenancy.Partition = "*"; return r }, "id.tenancy.partition"},
-		"tombstone bad data": {func() *pbresource.Resource { r := bar(t, "t", "x"); r.Id.Type = resource.TypeV1Tombstone; return r }, "data"},
+		"tombstone bad data": {func() *pbresource.Resource { r := bar(t, "t", "x"); r.Id.Type = resource.TypeV1Tombstone; return r }, "id.type"},
+		"forged tombstone": {func() *pbresource.Resource {
+			return &pbresource.Resource{Id: TombstoneID(withUid(barID("o"))),
+				Data: mustAny(t, &pbresource.Tombstone{Owner: barID("o")})}
+		}, "id.type"},
+		"too many metadata keys": {with(func(r *pbresource.Resource) {
+			r.Metadata = map[string]string{}
+			for i := range MaxMetadataKeys + 1 {
+				r.Metadata[fmt.Sprint("k", i)] = "v"
+			}
+		}), "metadata"},
+		"metadata key too long": {with(func(r *pbresource.Resource) {
+			r.Metadata = map[string]string{strings.Repeat("k", MaxMetadataKeyLength+1): "v"}
+		}), "metadata"},
+		"metadata value too long": {with(func(r *pbresource.Resource) {
+			r.Metadata = map[string]string{"k": strings.Repeat("v", MaxMetadataValueLength+1)}
+		}), "metadata"},
+		"too many finalizers": {with(func(r *pbresource.Resource) {
+			r.Metadata = map[string]string{resource.FinalizerKey: finalizerNames(MaxFinalizers+1, 8)}
+		}), "metadata.finalizers"},
+		"finalizer name too long": {with(func(r *pbresource.Resource) {
+			r.Metadata = map[string]string{resource.FinalizerKey: "a " + strings.Repeat("f", MaxFinalizerNameLength+1)}
+		}), "metadata.finalizers"},
+		"data too large": {func() *pbresource.Resource { return bar(t, "a", strings.Repeat("x", DefaultMaxResourceBytes)) }, "data"},
 	}
 }
 

@@ -142,8 +142,8 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 		}
 		if in.cas() {
 			return nil, status.Errorf(codes.Aborted,
-				"resource %s does not exist, so version %q cannot match; leave version empty to create it",
-				resource.ReferenceString(in.res.Id), in.version)
+				"resource %s does not exist, so version %s cannot match; leave version empty to create it",
+				resource.ReferenceString(in.res.Id), resource.Quote(in.version))
 		}
 		return nil, status.Errorf(codes.NotFound,
 			"resource %s with uid %s does not exist; leave id.uid empty to create it",
@@ -154,6 +154,9 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 	}
 	if _, ok := in.meta[resource.DeletionTimestampKey]; ok {
 		return nil, invalidField("metadata."+resource.DeletionTimestampKey, "is set by Delete and cannot be set by Write")
+	}
+	if err := s.limits.checkMetadata(in.meta, nil); err != nil {
+		return nil, err
 	}
 	if in.owner != nil {
 		if err := s.resolveOwner(ctx, in, consistency); err != nil {
@@ -168,13 +171,21 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 	res.Status = nil
 	res.Owner = in.owner
 	res.Metadata = in.meta
+	if err := s.limits.checkSize(res, nil, ""); err != nil {
+		return nil, err
+	}
 	out, err := s.backend.WriteCAS(ctx, res)
 	if errors.Is(err, storage.ErrCASFailure) || errors.Is(err, storage.ErrWrongUid) {
 		// Created concurrently: the next attempt updates it instead.
 		return nil, errRetry
 	}
+	if errors.Is(err, storage.ErrOwnerNotFound) {
+		// Deleted since resolveOwner read it; the backend checks at commit.
+		return nil, invalidField("owner", "resource %s with uid %s does not exist (it was deleted)",
+			resource.ReferenceString(in.owner), in.owner.Uid)
+	}
 	if err != nil {
-		return nil, storageError(err)
+		return nil, writeError(false, res, "", err)
 	}
 	return out, nil
 }
@@ -213,8 +224,8 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			return nil, errRetry
 		}
 		return nil, status.Errorf(codes.Aborted,
-			"version %q does not match the stored version %q: the resource changed since it was read",
-			in.version, stored.Version)
+			"version %s does not match the stored version %q: the resource changed since it was read",
+			resource.Quote(in.version), stored.Version)
 	}
 	if len(in.status) > 0 && !resource.EqualStatusMap(in.status, stored.Status) {
 		return nil, invalidField("status", "cannot be changed by Write; use WriteStatus (or leave status empty to keep it)")
@@ -248,7 +259,7 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 		if err := checkOnlyFinalizersRemoved(in, stored, dataSame); err != nil {
 			return nil, err
 		}
-		if len(resource.Finalizers(res)) == 0 {
+		if !resource.HasFinalizers(res) {
 			// The last finalizer is gone: finish the deletion Delete began.
 			res.Generation = stored.Generation
 			if err := s.deleteStored(ctx, stored); err != nil {
@@ -256,19 +267,41 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			}
 			return res, nil
 		}
+		// Only finalizers were removed: every limit still holds.
+	} else if !metaSame {
+		if err := s.limits.checkMetadata(in.meta, stored.Metadata); err != nil {
+			return nil, err
+		}
 	}
 
 	res.Generation = resource.NewULID()
+	if err := s.limits.checkSize(res, stored, ""); err != nil {
+		return nil, err
+	}
 	out, err := s.backend.WriteCAS(ctx, res)
 	if err != nil {
-		return nil, s.casError(in.cas(), err)
+		return nil, writeError(in.cas(), res, "", err)
 	}
 	return out, nil
+}
+
+// writeError maps the error of the backend write of res like casError, and
+// a backend's refusal of a too large resource like the size limit's own
+// error, naming field (see limits.checkSize).
+func writeError(cas bool, res *pbresource.Resource, field string, err error) error {
+	if errors.Is(err, storage.ErrTooLarge) {
+		return tooLarge(res, storedSize(res), field, 0)
+	}
+	return casErrorOf(cas, err)
 }
 
 // casError maps the error of a backend write in a read-modify-write loop: a
 // lost race restarts a blanket write and aborts a versioned one.
 func (s *Server) casError(cas bool, err error) error {
+	return casErrorOf(cas, err)
+}
+
+func casErrorOf(cas bool, err error) error {
 	if errors.Is(err, storage.ErrCASFailure) || errors.Is(err, storage.ErrWrongUid) {
 		if !cas {
 			return errRetry
@@ -299,13 +332,15 @@ func checkOwnerUnchanged(in *writeIntent, stored *pbresource.Resource) error {
 }
 
 // checkOnlyFinalizersRemoved enforces the rule for resources marked for
-// deletion: a Write may only remove finalizers.
+// deletion: a Write may only remove finalizers. It takes time linear in the
+// size of the metadata, however many finalizers there are.
 func checkOnlyFinalizersRemoved(in *writeIntent, stored *pbresource.Resource, dataSame bool) error {
 	const msg = "resource %s is marked for deletion: a Write may only remove finalizers (%s)"
 	ref := resource.ReferenceString(stored.Id)
 	if !dataSame {
 		return status.Errorf(codes.FailedPrecondition, msg, ref, "data cannot change")
 	}
+	others := 0 // entries of in.meta other than the finalizers, all stored alike
 	for k, v := range in.meta {
 		if k == resource.FinalizerKey {
 			continue
@@ -313,24 +348,21 @@ func checkOnlyFinalizersRemoved(in *writeIntent, stored *pbresource.Resource, da
 		if sv, ok := stored.Metadata[k]; !ok || sv != v {
 			return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
 		}
+		others++
 	}
-	for k := range stored.Metadata {
-		if _, ok := in.meta[k]; !ok && k != resource.FinalizerKey {
-			return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
-		}
+	storedOthers := len(stored.Metadata)
+	if _, ok := stored.Metadata[resource.FinalizerKey]; ok {
+		storedOthers--
 	}
-	old := resource.Finalizers(stored)
-	for _, f := range resource.Finalizers(in.res) {
-		found := false
-		for _, o := range old {
-			if o == f {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return status.Errorf(codes.FailedPrecondition, msg, ref, "finalizer "+f+" cannot be added")
-		}
+	if others != storedOthers {
+		return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
+	}
+	raw, storedRaw := in.meta[resource.FinalizerKey], stored.Metadata[resource.FinalizerKey]
+	if raw == storedRaw {
+		return nil
+	}
+	if f, added := addedFinalizer(raw, storedRaw); added {
+		return status.Errorf(codes.FailedPrecondition, msg, ref, "finalizer "+resource.Quote(f)+" cannot be added")
 	}
 	return nil
 }

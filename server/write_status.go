@@ -92,13 +92,16 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 			return nil, errRetry
 		}
 		return nil, status.Errorf(codes.Aborted,
-			"version %q does not match the stored version %q: the resource changed since it was read",
-			req.Version, stored.Version)
+			"version %s does not match the stored version %q: the resource changed since it was read",
+			resource.Quote(req.Version), stored.Version)
 	}
 	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
 		return nil, err
 	}
 
+	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
+		return nil, err
+	}
 	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
 	for k, v := range stored.Status {
 		statuses[k] = v
@@ -106,7 +109,7 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	statuses[req.Key] = req.Status
 	// A shallow copy: the shared parts are only read, and the backend
 	// copies what it stores.
-	out, err := s.backend.WriteCAS(ctx, &pbresource.Resource{
+	res := &pbresource.Resource{
 		Id:         stored.Id,
 		Owner:      stored.Owner,
 		Version:    stored.Version,
@@ -114,9 +117,13 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 		Metadata:   stored.Metadata,
 		Status:     statuses,
 		Data:       stored.Data,
-	})
+	}
+	if err := s.limits.checkSize(res, stored, "status"); err != nil {
+		return nil, err
+	}
+	out, err := s.backend.WriteCAS(ctx, res)
 	if err != nil {
-		return nil, s.casError(cas, err)
+		return nil, writeError(cas, res, "status", err)
 	}
 	return out, nil
 }

@@ -60,6 +60,16 @@ var (
 	// operation needs, e.g. it lost quorum.
 	ErrInconsistent = errors.New("cannot satisfy consistency requirements")
 
+	// ErrTooLarge means the backend refused a write because the resource
+	// (or the request carrying it) is bigger than the store accepts, e.g.
+	// over etcd's --max-request-bytes. Nothing was written.
+	ErrTooLarge = errors.New("the resource is too large for the storage backend")
+
+	// ErrOwnerNotFound means a write gives the resource an owner that is not
+	// stored (or not with the owner's Uid): an owner must exist when its
+	// resources are created, checked in the same atomic step as the write.
+	ErrOwnerNotFound = errors.New("the resource's owner does not exist")
+
 	// ErrWatchClosed is returned by Watch.Next after Close.
 	ErrWatchClosed = errors.New("watch closed")
 
@@ -119,6 +129,14 @@ type Backend interface {
 	// the Uids. The GroupVersion is not checked: a write may replace the
 	// stored form with another version of the type.
 	//
+	// A write that gives the resource an owner (a create with res.Owner, or
+	// an update that changes it) succeeds only if the owner is stored, with
+	// res.Owner.Uid when that is not empty, at the moment the write commits;
+	// otherwise ErrOwnerNotFound and nothing is written. Together with
+	// DeleteCAS's tombstone this closes the race between creating a
+	// resource and deleting its owner: a resource is either refused or
+	// found by OwnerReferences once its owner is gone.
+	//
 	// ErrInconsistent means the write could not be made safely (e.g. no
 	// quorum); it was not applied.
 	WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error)
@@ -128,7 +146,11 @@ type Backend interface {
 	// otherwise ErrCASFailure. Deleting what does not exist, or a resource
 	// whose Uid differs from a non-empty id.Uid, does nothing and succeeds.
 	// The GroupVersion of id is ignored.
-	DeleteCAS(ctx context.Context, id *pbresource.ID, version string) error
+	//
+	// With WithTombstone, the deletion also stores the given tombstone when
+	// the resource owns others at the moment it is deleted, in the same
+	// atomic step: either both happen or neither does.
+	DeleteCAS(ctx context.Context, id *pbresource.ID, version string, opts ...DeleteOption) error
 
 	// List returns the resources of a type (any GroupVersion: callers check
 	// and translate) in tenancy, whose names start with namePrefix. Tenancy
@@ -154,9 +176,43 @@ type Backend interface {
 	// OwnerReferences returns the IDs of the resources whose Owner is id
 	// (matched with Uid; the GroupVersion is ignored). Results may be stale but are monotonic with
 	// WatchList: once a watch reported the owner's deletion, the result
-	// holds every resource the owner had at that point. Resources created
-	// with that owner after its deletion may be missed.
+	// holds every resource the owner had at that point, which is every
+	// resource it will ever have, since WriteCAS refuses new ones
+	// (ErrOwnerNotFound).
 	OwnerReferences(ctx context.Context, id *pbresource.ID) ([]*pbresource.ID, error)
+}
+
+// DeleteOption modifies a DeleteCAS call.
+type DeleteOption func(*DeleteOptions)
+
+// DeleteOptions are what a DeleteCAS call's options ask for. Backends read
+// them with NewDeleteOptions.
+type DeleteOptions struct {
+	// Tombstone, when not nil, returns the tombstone to store if the
+	// deleted resource owns others (see WithTombstone).
+	Tombstone func() (*pbresource.Resource, error)
+}
+
+// NewDeleteOptions applies opts to zero DeleteOptions.
+func NewDeleteOptions(opts ...DeleteOption) DeleteOptions {
+	var o DeleteOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithTombstone asks DeleteCAS to store a tombstone in the same atomic step
+// as the deletion if the deleted resource owns any resource at that moment;
+// nothing is stored for a resource that owns nothing. newTombstone returns
+// the tombstone, a resource to create (empty Version, Uid set); backends
+// call it at most once, only when they may need it, possibly while holding
+// their locks, so it must only build the message. If a resource is already
+// stored under the tombstone's ID, it is left as it is. The backend copies
+// what newTombstone returns or uses it as its own; the caller must not keep
+// it.
+func WithTombstone(newTombstone func() (*pbresource.Resource, error)) DeleteOption {
+	return func(o *DeleteOptions) { o.Tombstone = newTombstone }
 }
 
 // Watch is a stream of events from Backend.WatchList.

@@ -46,6 +46,7 @@ type serverFlags struct {
 	logLevel        string
 	logJSON         bool
 	shutdownTimeout time.Duration
+	maxResource     int
 	etcd            etcdFlags
 }
 
@@ -76,6 +77,8 @@ func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
 		"how long to let in-flight unary requests finish on SIGINT/SIGTERM before closing connections (open watches end at once)")
+	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
+		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
 	f.etcd.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,6 +94,9 @@ func parseServerFlags(args []string, output io.Writer) (serverFlags, error) {
 	}
 	if f.shutdownTimeout <= 0 {
 		return f, usagef("server: -shutdown-timeout must be positive")
+	}
+	if f.maxResource <= 0 {
+		return f, usagef("server: -max-resource-bytes must be positive")
 	}
 	switch f.storage {
 	case "inmem":
@@ -158,9 +164,10 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	foo.RegisterTypes(registry)
 
 	svc := server.New(server.Config{
-		Backend:  backend,
-		Registry: registry,
-		Logger:   logger.Named("resource"),
+		Backend:          backend,
+		Registry:         registry,
+		Logger:           logger.Named("resource"),
+		MaxResourceBytes: f.maxResource,
 	})
 
 	lis, err := net.Listen("tcp", f.grpcAddr)

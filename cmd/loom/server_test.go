@@ -298,6 +298,22 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// TestServerMaxResourceBytes: -max-resource-bytes is the size limit the
+// server enforces.
+func TestServerMaxResourceBytes(t *testing.T) {
+	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0", "-max-resource-bytes", "4096")
+	client := pbresource.NewResourceServiceClient(dial(t, addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "small", strings.Repeat("x", 3000))}); err != nil {
+		t.Fatalf("a 3 kB resource: %v", err)
+	}
+	_, err := client.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "big", strings.Repeat("x", 5000))})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "over the limit of 4 KiB") {
+		t.Fatalf("a 5 kB resource: got %v, want InvalidArgument over the limit of 4 KiB", err)
+	}
+}
+
 func TestServerAddressInUse(t *testing.T) {
 	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0")
 	// The timeout only matters if the port were free after all: then run
@@ -336,6 +352,8 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-lease-ttl", "2500ms"}, wantErr: "whole number of seconds", usage: true},
 		{args: []string{"-dev", "-log-level", "loud"}, wantErr: "-log-level", usage: true},
 		{args: []string{"-dev", "-shutdown-timeout", "0s"}, wantErr: "-shutdown-timeout", usage: true},
+		{args: []string{"-dev", "-max-resource-bytes", "4096"}},
+		{args: []string{"-dev", "-max-resource-bytes", "0"}, wantErr: "-max-resource-bytes", usage: true},
 		{args: []string{"-dev", "extra"}, wantErr: `unexpected argument "extra"`, usage: true},
 		{args: []string{"-nope"}, wantErr: "-nope", usage: true},
 	}

@@ -80,12 +80,18 @@ func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runt
 	}
 	if finalizer.IsMarkedForDeletion(res) {
 		// Clean-up would happen here; then let the deletion complete.
-		return finalizer.EnsureFinalizerRemoved(ctx, rt, res, BarFinalizer)
+		_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, BarFinalizer)
+		return err
 	}
 	if !finalizer.HasFinalizer(res, BarFinalizer) {
-		// The write comes back as a new version of the Bar, and the status
-		// is written on that pass, against the new generation.
-		return finalizer.EnsureHasFinalizer(ctx, rt, res, BarFinalizer)
+		// The write's own watch event brings the Bar back, with the
+		// finalizer, and the status is written on that pass, against the
+		// new generation. (Going on here with the Bar EnsureHasFinalizer
+		// returns, as the guide's reconciler does, also names the current
+		// generation, but the pass that event triggers may still read the
+		// Bar without that status from the cache and write it again.)
+		_, err := finalizer.EnsureHasFinalizer(ctx, rt, res, BarFinalizer)
+		return err
 	}
 
 	st := &pbresource.Status{}

@@ -11,6 +11,9 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // ZipType is the type Bars reference.
@@ -40,9 +43,13 @@ func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runt
 	}
 	if finalizer.IsMarkedForDeletion(res) {
 		// Clean up whatever the Bar stood for, then let it go.
-		return finalizer.EnsureFinalizerRemoved(ctx, rt, res, barFinalizer)
+		_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, barFinalizer)
+		return err
 	}
-	if err := finalizer.EnsureHasFinalizer(ctx, rt, res, barFinalizer); err != nil {
+	// Go on with the Bar as stored with the finalizer: the status below
+	// then names the generation that has it.
+	res, err = finalizer.EnsureHasFinalizer(ctx, rt, res, barFinalizer)
+	if err != nil {
 		return err
 	}
 	bar, err := resource.Decode[*pbfoov1.Bar](res)
@@ -67,13 +74,15 @@ type barInitializer struct{}
 
 // Initialize makes sure a default Bar exists before the first reconcile.
 func (barInitializer) Initialize(ctx context.Context, rt runtime.Runtime) error {
-	data, err := anyOf(&pbfoov1.Bar{Baz: "default"})
+	id := &pbresource.ID{Type: BarType, Name: "default"}
+	_, err := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: id})
+	if status.Code(err) != codes.NotFound {
+		return err // nil when the Bar exists: leave it as it is
+	}
+	data, err := anypb.New(&pbfoov1.Bar{Baz: "default"})
 	if err != nil {
 		return err
 	}
-	_, err = rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
-		Id:   &pbresource.ID{Type: BarType, Name: "default"},
-		Data: data,
-	}})
+	_, err = rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: id, Data: data}})
 	return err
 }

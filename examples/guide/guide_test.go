@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // TestGuideControllers runs the guide's code end to end.
@@ -32,7 +33,7 @@ func TestGuideControllers(t *testing.T) {
 		return err == nil && res.Status["guide.bar"].GetObservedGeneration() == res.Generation
 	}, 5*time.Second, 2*time.Millisecond)
 
-	data, err := anyOf(&pbfoov1.Bar{Baz: "Mixed Case"})
+	data, err := anypb.New(&pbfoov1.Bar{Baz: "Mixed Case"})
 	require.NoError(t, err)
 	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: &pbresource.ID{Type: BarType, Name: "mine"}, Data: data}})
 	require.NoError(t, err)
@@ -53,8 +54,52 @@ func TestGuideControllers(t *testing.T) {
 	}, 5*time.Second, 2*time.Millisecond, "the finalizer was released and the Bar deleted")
 
 	// The Validate hook names the field.
-	empty, _ := anyOf(&pbfoov1.Bar{})
+	empty, _ := anypb.New(&pbfoov1.Bar{})
 	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: &pbresource.ID{Type: BarType, Name: "empty"}, Data: empty}})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, err.Error(), `"baz"`)
+}
+
+// TestReconcilerWritesStatusAtCurrentGeneration runs the guide's reconciler
+// once on a new Bar: in that single pass it adds the finalizer and writes
+// the status, and the status names the generation the finalizer write
+// produced, the Bar's current one, not the one the reconciler read.
+func TestReconcilerWritesStatusAtCurrentGeneration(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(RegisterTypes))
+	h := resourcetest.NewControllerHarness(t, svc.Client, barController())
+	bar := h.Write(t, svc.Resource(BarType, "fresh").WithData(t, &pbfoov1.Bar{Baz: "fresh"}))
+	require.Empty(t, bar.Metadata["finalizers"])
+
+	require.NoError(t, h.Reconcile(t, bar.Id))
+
+	got := h.Client.RequireResourceExists(t, bar.Id)
+	require.Equal(t, barFinalizer, got.Metadata["finalizers"], "the reconciler added its finalizer")
+	st := got.Status["guide.bar"]
+	require.NotNil(t, st, "the status was written in the same pass")
+	require.NotEqual(t, bar.Generation, got.Generation, "adding the finalizer made a new generation")
+	require.Equal(t, got.Generation, st.ObservedGeneration, "the status names the current generation")
+
+	// The next pass, with the cache caught up, finds nothing to do.
+	h.Sync(t)
+	require.NoError(t, h.Reconcile(t, bar.Id))
+	h.Client.RequireVersionUnchanged(t, bar.Id, got.Version)
+}
+
+// TestInitializerLeavesAnExistingBarAlone runs the initializer again (as a
+// restart does) once the reconciler has added its finalizer to the default
+// Bar: the Bar is not written again, so the finalizer stays.
+func TestInitializerLeavesAnExistingBarAlone(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(RegisterTypes))
+	h := resourcetest.NewControllerHarness(t, svc.Client, barController())
+	require.NoError(t, h.Initialize(t))
+	id := &pbresource.ID{Type: BarType, Name: "default"}
+	created := h.Client.RequireResourceExists(t, id)
+	h.Sync(t)
+	require.NoError(t, h.Reconcile(t, created.Id))
+	reconciled := h.Client.RequireResourceExists(t, id)
+	require.Equal(t, barFinalizer, reconciled.Metadata["finalizers"])
+
+	require.NoError(t, h.Initialize(t))
+	again := h.Client.RequireVersionUnchanged(t, id, reconciled.Version)
+	require.Equal(t, barFinalizer, again.Metadata["finalizers"])
 }

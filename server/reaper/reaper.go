@@ -1,19 +1,20 @@
 // Package reaper is the built-in controller that carries out cascading
 // deletion. When a resource that owns others is deleted, the ResourceService
-// first writes a Tombstone naming it; this controller deletes every
-// resource the owner had (their own deletion writes further tombstones, so
-// the cascade reaches grandchildren) and then the tombstone. Tombstones are
-// stored like any resource, so a restart in the middle picks up where it
-// stopped. It is written on the public controller API like any user's
-// controller.
+// stores a Tombstone naming it in the same atomic step; this controller
+// deletes every resource the owner had (their own deletion writes further
+// tombstones, so the cascade reaches grandchildren) and then the tombstone.
+// Tombstones are stored like any resource, so a restart in the middle picks
+// up where it stopped. It is written on the public controller API like any
+// user's controller.
+//
+// Nothing can be created with an owner once the owner is gone (the backend
+// checks the owner at commit), so the owned resources the reaper lists
+// after the owner's deletion are all there will ever be.
 package reaper
 
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -27,25 +28,6 @@ import (
 
 // ControllerName is the name of the reaper controller.
 const ControllerName = "tombstone-reaper"
-
-// OwnerAliveRecheck is how long the reaper waits before looking again at a
-// tombstone whose owner still exists (the tombstone is written before the
-// owner is deleted, so this is normally a brief race; it lasts if that
-// delete failed).
-const OwnerAliveRecheck = 10 * time.Second
-
-// ownerAliveRetry is how soon a young tombstone with a live owner is looked
-// at again.
-const ownerAliveRetry = 20 * time.Millisecond
-
-// writtenAt returns when tomb was last written (its Generation is a ULID).
-func writtenAt(tomb *pbresource.Resource) time.Time {
-	id, err := ulid.ParseStrict(tomb.Generation)
-	if err != nil {
-		return time.Time{}
-	}
-	return ulid.Time(id.Time())
-}
 
 // Controller returns the reaper controller, ready to Register.
 func Controller() *controller.Controller {
@@ -78,13 +60,12 @@ func (reconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime
 		return err
 	}
 	if alive {
-		// The service writes the tombstone just before it deletes the
-		// owner, so a young tombstone with a live owner is usually that
-		// moment: look again soon. An old one means the delete failed.
-		if time.Since(writtenAt(tomb)) < OwnerAliveRecheck {
-			return controller.RequeueAfter(ownerAliveRetry)
-		}
-		return controller.RequeueAfter(OwnerAliveRecheck)
+		// The service stores a tombstone only as its owner goes, in the
+		// same step, and refuses tombstones from clients: this one does
+		// not promise anything (a leftover of an older server, say).
+		// Reaping would delete what a live owner owns; drop it instead.
+		rt.Logger.Warn("dropping tombstone whose owner exists", "tombstone", resource.IDString(tomb.Id), "owner", resource.IDString(owner))
+		return deleteTombstone(ctx, rt, tomb)
 	}
 
 	rsp, err := rt.Client.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: owner})

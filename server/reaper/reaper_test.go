@@ -14,6 +14,8 @@ import (
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/server/reaper"
+	"github.com/loomrt/loom/server/reaper/reapertest"
+	"github.com/loomrt/loom/storage/inmem"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -157,27 +159,38 @@ func TestNoTombstoneWithoutChildren(t *testing.T) {
 	require.Zero(t, countTombstones(t, client))
 }
 
-func TestTombstoneSeenBeforeItsOwnerIsGone(t *testing.T) {
-	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+func TestTombstoneOfLiveOwnerIsDropped(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	client := svc.Client
 	owner := write(t, client, foo.ZipType, "owner", nil)
 	child := write(t, client, foo.BarV1Type, "child", owner.Id)
 
-	// The service writes the tombstone just before it deletes the owner; a
-	// reaper may see it in between. Make that moment last.
+	// The service never stores a tombstone while its owner lives, and
+	// refuses tombstones from clients; put one in the store directly, as
+	// an older server might have left it.
 	data, err := anypb.New(&pbresource.Tombstone{Owner: owner.Id})
 	require.NoError(t, err)
-	_, err = client.Write(context.Background(), &pbresource.WriteRequest{Resource: &pbresource.Resource{
-		Id: server.TombstoneID(owner.Id), Data: data,
-	}})
+	id := server.TombstoneID(owner.Id)
+	id.Uid = resource.NewULID()
+	_, err = svc.Backend.WriteCAS(context.Background(), &pbresource.Resource{Id: id, Generation: resource.NewULID(), Data: data})
 	require.NoError(t, err)
-	runReaper(t, client)
-	require.Never(t, func() bool { return !exists(client, child.Id) }, 100*time.Millisecond, 5*time.Millisecond,
-		"nothing is reaped while the owner lives")
 
+	runReaper(t, client)
+	require.Eventually(t, func() bool { return countTombstones(t, client) == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the tombstone of a live owner is dropped")
+	require.True(t, exists(client, child.Id), "nothing is reaped while the owner lives")
+	require.True(t, exists(client, owner.Id))
+
+	// Deleting the owner now leaves a real tombstone, which is carried out.
 	_, err = client.Delete(context.Background(), &pbresource.DeleteRequest{Id: owner.Id})
 	require.NoError(t, err)
-	// Well within reaper.OwnerAliveRecheck: a young tombstone is looked at
-	// again soon.
 	require.Eventually(t, func() bool { return !exists(client, child.Id) && countTombstones(t, client) == 0 },
-		reaper.OwnerAliveRecheck/2, 5*time.Millisecond)
+		10*time.Second, 5*time.Millisecond)
+}
+
+// TestNoOrphans races creates of owned resources against their owner's
+// deletion on the in-memory backend: nothing acknowledged survives the
+// reaper.
+func TestNoOrphans(t *testing.T) {
+	reapertest.RunOwnerDeleteRace(t, inmem.New(), reapertest.Race{Owners: 300, Creators: 4, Timeout: 30 * time.Second})
 }

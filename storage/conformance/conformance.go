@@ -2,7 +2,9 @@
 // checks the behaviour the storage package documents: compare-and-swap
 // writes and deletes, store-wide versions, Uid and GroupVersion rules, List
 // filtering and order, WatchList snapshots and deltas (with writers racing
-// the start of the watch), owner references, the ownership of messages, and
+// the start of the watch), owner references (owners that must exist,
+// tombstones, and creates racing the owner's deletion), the ownership of
+// messages, and
 // how watches end (context, Close, a consumer that falls behind).
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
@@ -93,6 +95,9 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"CopyOnWrite", s.testCopyOnWrite},
 		{"List", s.testList},
 		{"OwnerReferences", s.testOwnerReferences},
+		{"OwnerReferences/OwnerMustExist", s.testOwnerMustExist},
+		{"OwnerReferences/OwnerDeleteRace", s.testOwnerDeleteRace},
+		{"DeleteCAS/Tombstone", s.testDeleteTombstone},
 		{"WatchList/SnapshotThenDeltas", s.testWatchSnapshotThenDeltas},
 		{"WatchList/EmptySnapshot", s.testWatchEmptySnapshot},
 		{"WatchList/Filters", s.testWatchFilters},

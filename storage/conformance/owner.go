@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/storage"
 )
 
 func (s *suite) testOwnerReferences(t *testing.T) {
@@ -35,23 +36,30 @@ func (s *suite) testOwnerReferences(t *testing.T) {
 	ref := func(res *pbresource.Resource) string { return key(res.Id) + "@" + res.Id.Uid }
 
 	require.Empty(t, refs(owner.Id), "owns nothing yet")
+	var got []*pbresource.ID
 
 	c1 := owned("c1", owner.Id)
 	c2 := owned("c2", owner.Id)
-	// An owner reference to an earlier lifetime of the owner's name.
+	// An owner reference to another lifetime of the owner's name is
+	// refused: the owner must exist.
 	earlier := proto.Clone(owner.Id).(*pbresource.ID)
 	earlier.Uid = newUid()
-	c3 := owned("c3", earlier)
+	c3 := newResource(albumV1, "default", "default", "c3")
+	c3.Owner = earlier
+	_, err := b.WriteCAS(ctx, c3)
+	require.ErrorIs(t, err, storage.ErrOwnerNotFound)
 	// An owner of another type with the same name, and one not owned at all.
 	otherOwner := write(t, b, newResource(albumV1, "default", "default", "owner"))
 	c4 := owned("c4", otherOwner.Id)
 	write(t, b, newResource(albumV1, "default", "default", "c5"))
 
 	require.Equal(t, []string{ref(c1), ref(c2)}, refs(owner.Id))
-	require.Equal(t, []string{ref(c3)}, refs(earlier))
+	require.Empty(t, refs(earlier))
+	_, err = b.Read(ctx, storage.EventualConsistency, c3.Id)
+	require.ErrorIs(t, err, storage.ErrNotFound, "a refused write stores nothing")
 	require.Equal(t, []string{ref(c4)}, refs(otherOwner.Id))
 
-	got, err := b.OwnerReferences(ctx, owner.Id)
+	got, err = b.OwnerReferences(ctx, owner.Id)
 	require.NoError(t, err)
 	for _, id := range got {
 		if id.Name == "c1" {

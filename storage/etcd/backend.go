@@ -294,15 +294,23 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 		return nil, err
 	}
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
+	var ownerKey string
+	var ownerRev int64
 	if res.Owner != nil {
 		idx, err := marshalOptions.Marshal(id)
 		if err != nil {
 			return nil, err
 		}
 		ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
+		ownerKey = b.keys.resource(res.Owner)
+		ownerRev, err = b.ownerRevision(ctx, res.Owner)
+		if err != nil {
+			return nil, err
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", ownerRev))
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
-	resp, err := b.txn(ctx, cmps, ops, "", fence, fenced)
+	resp, err := b.txn(ctx, cmps, ops, ownerKey, fence, fenced)
 	if err != nil {
 		return nil, err
 	}
@@ -310,9 +318,49 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 		if err := fenceFailure(resp, fence, fenced); err != nil {
 			return nil, err
 		}
+		if ownerKey != "" && ownerGone(resp, ownerRev) {
+			return nil, storage.ErrOwnerNotFound
+		}
 		return nil, storage.ErrCASFailure
 	}
 	return stored(res, id.Uid, resp.Header.Revision), nil
+}
+
+// ownerRevision returns the create revision of owner's key while it holds
+// owner (with its Uid, if given): a transaction that compares it holds
+// only while that lifetime of the owner is stored, since deleting and
+// creating the name again changes it. It reads the owner eventually, then
+// linearizably if that finds nothing (so a lagging member cannot refuse
+// the write), and returns storage.ErrOwnerNotFound if it is not stored.
+func (b *Backend) ownerRevision(ctx context.Context, owner *pbresource.ID) (int64, error) {
+	key := b.keys.resource(owner)
+	for _, consistency := range [...]storage.ReadConsistency{storage.EventualConsistency, storage.StrongConsistency} {
+		resp, err := b.get(ctx, consistency, key)
+		if err != nil {
+			return 0, err
+		}
+		if len(resp.Kvs) == 0 {
+			continue
+		}
+		cur, err := decode(resp.Kvs[0])
+		if err != nil {
+			return 0, err
+		}
+		if owner.Uid == "" || owner.Uid == cur.Id.Uid {
+			return resp.Kvs[0].CreateRevision, nil
+		}
+	}
+	return 0, storage.ErrOwnerNotFound
+}
+
+// ownerGone reports whether a failed transaction found the owner's key
+// (its first Else get) no longer at create revision rev.
+func ownerGone(resp *clientv3.TxnResponse, rev int64) bool {
+	if len(resp.Responses) == 0 {
+		return false
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	return len(kvs) == 0 || kvs[0].CreateRevision != rev
 }
 
 // updateSlow writes res over cur, the stored resource (read here when cur
@@ -362,13 +410,26 @@ func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, vers
 		ops = append(ops, clientv3.OpPut(newIdx, string(idx)))
 	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", version)}
-	resp, err := b.txn(ctx, cmps, ops, "", fence, fenced)
+	var ownerKey string
+	var ownerRev int64
+	if newIdx != "" && newIdx != oldIdx {
+		// A new owner must exist, as on a create.
+		ownerKey = b.keys.resource(res.Owner)
+		if ownerRev, err = b.ownerRevision(ctx, res.Owner); err != nil {
+			return nil, err
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", ownerRev))
+	}
+	resp, err := b.txn(ctx, cmps, ops, ownerKey, fence, fenced)
 	if err != nil {
 		return nil, err
 	}
 	if !resp.Succeeded {
 		if err := fenceFailure(resp, fence, fenced); err != nil {
 			return nil, err
+		}
+		if ownerKey != "" && ownerGone(resp, ownerRev) {
+			return nil, storage.ErrOwnerNotFound
 		}
 		// Changed or deleted since it was read.
 		return nil, storage.ErrCASFailure
@@ -422,9 +483,26 @@ func currentResource(resp *clientv3.TxnResponse) (*pbresource.Resource, error) {
 // and its owner-index entry in one transaction that
 // compares the mod revision it read. A blanket delete that loses a race
 // tries again with what the transaction found.
-func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version string) error {
+func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version string, opts ...storage.DeleteOption) error {
 	if err := checkID(id); err != nil {
 		return err
+	}
+	var tombKey, tombValue string
+	if newTombstone := storage.NewDeleteOptions(opts...).Tombstone; newTombstone != nil {
+		// Needed up front: the transaction decides whether to store it.
+		tomb, err := newTombstone()
+		if err != nil {
+			return err
+		}
+		if err := checkID(tomb.GetId()); err != nil {
+			return fmt.Errorf("tombstone: %w", err)
+		}
+		tombKey = b.keys.resource(tomb.Id)
+		value, _, err := encode(tomb, tomb.Id.Uid)
+		if err != nil {
+			return err
+		}
+		tombValue = string(value)
 	}
 	fence, fenced := fenceFrom(ctx)
 	rk := b.keys.resource(id)
@@ -450,6 +528,16 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		ops := []clientv3.Op{clientv3.OpDelete(rk)}
 		if cur.Owner != nil {
 			ops = append(ops, clientv3.OpDelete(b.keys.ownerIndex(cur.Owner, id)))
+		}
+		if tombKey != "" {
+			// In the same transaction: store the tombstone if the resource
+			// owns anything (every key under its owner prefix has a create
+			// revision above 0; an empty range compares as one with 0) and
+			// nothing is stored under the tombstone's name yet.
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(b.keys.ownerPrefix(cur.Id)), ">", 0).WithPrefix(),
+				clientv3.Compare(clientv3.CreateRevision(tombKey), "=", 0),
+			}, []clientv3.Op{clientv3.OpPut(tombKey, tombValue)}, nil))
 		}
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", kvs[0].ModRevision)}
 		tresp, err := b.txn(ctx, cmps, ops, rk, fence, fenced)

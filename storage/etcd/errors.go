@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -77,9 +78,34 @@ func readError(ctx context.Context, err error) error {
 	return fmt.Errorf("etcd: %w", err)
 }
 
+// tooLarge reports whether err is etcd, or the gRPC connection to it,
+// refusing a request for its size: over etcd's --max-request-bytes, or
+// over a gRPC message limit of the client or the server.
+func tooLarge(err error) bool {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return st.Message() == rpctypes.ErrorDesc(rpctypes.ErrGRPCRequestTooLarge)
+	case codes.ResourceExhausted:
+		// grpc-go: "trying to send message larger than max" (client) or
+		// "received message larger than max" (server).
+		return strings.Contains(st.Message(), "message larger than max")
+	}
+	return false
+}
+
 // writeError maps the error of a transaction.
 func writeError(ctx context.Context, err error) error {
 	switch {
+	case tooLarge(err):
+		// Refused before it was proposed: not applied.
+		return fmt.Errorf("%w: etcd: %w", storage.ErrTooLarge, err)
 	case notApplied(err):
 		return fmt.Errorf("%w: etcd: %w", storage.ErrInconsistent, err)
 	case ctx.Err() != nil:

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,6 +47,39 @@ func TestErrorMapping(t *testing.T) {
 	require.ErrorIs(t, werr, ErrOutcomeUnknown)
 
 	require.False(t, errors.Is(writeError(ctx, errors.New("other")), storage.ErrInconsistent))
+
+	// A request refused for its size, by etcd or by a gRPC message limit,
+	// is ErrTooLarge (and was not applied).
+	for _, err := range []error{
+		rpctypes.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge,
+		status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (3145845 vs. 2097152)"),
+		status.Error(codes.ResourceExhausted, "grpc: received message larger than max (3145845 vs. 2097152)"),
+	} {
+		got := writeError(ctx, err)
+		require.ErrorIs(t, got, storage.ErrTooLarge, "%v", err)
+		require.NotErrorIs(t, got, ErrOutcomeUnknown)
+	}
+	require.NotErrorIs(t, writeError(ctx, rpctypes.ErrTooManyRequests), storage.ErrTooLarge)
+	require.NotErrorIs(t, writeError(ctx, status.Error(codes.InvalidArgument, "x")), storage.ErrTooLarge)
+}
+
+// TestTooLargeResource writes resources bigger than etcd takes in one
+// request (--max-request-bytes, 1.5 MiB by default) and than the client
+// sends (2 MiB by default): both are storage.ErrTooLarge, not an internal
+// error with etcd's raw message, and nothing is stored.
+func TestTooLargeResource(t *testing.T) {
+	b := newTestBackend(t)
+	ctx := testContext(t)
+	for name, size := range map[string]int{"over etcd's limit": 1<<20 + 1<<19 + 1, "over the client's limit": 3 << 20} {
+		t.Run(name, func(t *testing.T) {
+			res := newWidget("big")
+			res.Metadata["blob"] = strings.Repeat("x", size)
+			_, err := b.WriteCAS(ctx, res)
+			require.ErrorIs(t, err, storage.ErrTooLarge)
+			_, err = b.Read(ctx, storage.StrongConsistency, res.Id)
+			require.ErrorIs(t, err, storage.ErrNotFound)
+		})
+	}
 }
 
 // TestReadsStayMonotonic checks the mechanism behind monotonic eventually

@@ -3,12 +3,14 @@ package etcd
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/server/reaper/reapertest"
 	"github.com/loomrt/loom/storage"
 )
 
@@ -193,4 +195,12 @@ func TestUpdatePaths(t *testing.T) {
 	require.True(t, proto.Equal(again, got))
 	_, err = b.WriteCAS(context.Background(), bare) // stale now
 	require.ErrorIs(t, err, storage.ErrCASFailure)
+}
+
+// TestNoOrphans races creates of owned resources against their owner's
+// deletion through the ResourceService on etcd, with the reaper running:
+// nothing acknowledged survives it, and no tombstone is left.
+func TestNoOrphans(t *testing.T) {
+	t.Parallel()
+	reapertest.RunOwnerDeleteRace(t, newTestBackend(t), reapertest.Race{Owners: 100, Creators: 4, Timeout: 60 * time.Second})
 }

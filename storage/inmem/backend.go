@@ -214,6 +214,11 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	if err := checkWrite(e, stored); err != nil {
 		return nil, err
 	}
+	if stored.Owner != nil && (e == nil || e.res.Owner == nil || ownerKeyOf(e.res.Owner) != ownerKeyOf(stored.Owner)) {
+		if !b.exists(stored.Owner) {
+			return nil, storage.ErrOwnerNotFound
+		}
+	}
 	if ti == nil {
 		ti = newTypeIndex()
 		b.types[typ] = ti
@@ -222,6 +227,25 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 		stored.Id.Uid = e.res.Id.GetUid()
 	}
 
+	b.store(ti, typ, key, e, stored)
+	return stored, nil
+}
+
+// exists reports whether a resource is stored under id, with id.Uid if that
+// is not empty. The caller holds mu.
+func (b *Backend) exists(id *pbresource.ID) bool {
+	ti := b.types[storage.UnversionedTypeFrom(id.Type)]
+	if ti == nil {
+		return false
+	}
+	e := ti.byKey[keyOf(id)]
+	return e != nil && (id.Uid == "" || id.Uid == e.res.Id.GetUid())
+}
+
+// store commits stored, the new form of e (nil when created), at the next
+// revision: it updates the indexes and publishes the change. The caller
+// holds mu exclusively and has checked the write.
+func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource) {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 
@@ -247,7 +271,6 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	}
 
 	b.publish(typ, key, stored, false)
-	return stored, nil
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -271,13 +294,16 @@ func checkWrite(e *entry, res *pbresource.Resource) error {
 // DeleteCAS deletes the resource under id if version is empty or the stored
 // version. Deleting a missing resource, or one whose Uid differs from a
 // non-empty id.Uid, succeeds without doing anything. A deletion takes a
-// revision of its own, so later writes get greater versions.
-func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string) error {
+// revision of its own, so later writes get greater versions. A tombstone
+// (storage.WithTombstone) is stored at the revision before the deletion's,
+// under the same lock.
+func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string, opts ...storage.DeleteOption) error {
 	if id.GetType() == nil {
 		return errInvalidID
 	}
 	typ := storage.UnversionedTypeFrom(id.Type)
 	key := keyOf(id)
+	newTombstone := storage.NewDeleteOptions(opts...).Tombstone
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -293,6 +319,16 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if version != "" && version != e.res.Version {
 		return storage.ErrCASFailure
 	}
+	if newTombstone != nil && len(b.owned[ownerKeyOf(e.res.Id)]) > 0 {
+		tomb, err := newTombstone()
+		if err != nil {
+			return err
+		}
+		if tomb.GetId().GetType() == nil {
+			return errInvalidID
+		}
+		b.storeTombstone(tomb)
+	}
 
 	b.revision++
 	ti.remove(e)
@@ -301,6 +337,21 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	}
 	b.publish(typ, key, e.res, true)
 	return nil
+}
+
+// storeTombstone creates tomb (which it takes over) unless something is
+// stored under its ID. The caller holds mu exclusively.
+func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
+	typ := storage.UnversionedTypeFrom(tomb.Id.Type)
+	key := keyOf(tomb.Id)
+	ti := b.types[typ]
+	if ti == nil {
+		ti = newTypeIndex()
+		b.types[typ] = ti
+	} else if ti.byKey[key] != nil {
+		return
+	}
+	b.store(ti, typ, key, nil, tomb)
 }
 
 // List returns the stored resources of resType in tenancy (fields may be

@@ -1,0 +1,334 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+// The limits on what one resource may hold. The size limit is
+// Config.MaxResourceBytes; the others are fixed. A write that breaks one is
+// InvalidArgument naming the field. See the package documentation for how
+// they apply to resources stored before a limit was lowered.
+const (
+	// DefaultMaxResourceBytes is the size limit of a stored resource when
+	// Config.MaxResourceBytes is zero: 1 MiB. One resource must always fit
+	// in one gRPC message (a Read response, a watch event), whose default
+	// limit is 4 MiB for clients, and in one etcd request, whose default
+	// limit (--max-request-bytes) is 1.5 MiB; 1 MiB stays well under both
+	// with room for the request's other fields.
+	DefaultMaxResourceBytes = 1 << 20
+
+	// MaxFinalizers is the most finalizer names a resource's finalizers
+	// metadata may hold (each controller adds one of its own).
+	MaxFinalizers = 128
+
+	// MaxFinalizerNameLength is the longest finalizer name, in bytes.
+	MaxFinalizerNameLength = 256
+
+	// MaxMetadataKeys is the most metadata entries a resource may have,
+	// the finalizers and deletionTimestamp entries included.
+	MaxMetadataKeys = 64
+
+	// MaxMetadataKeyLength is the longest metadata key, in bytes.
+	MaxMetadataKeyLength = 256
+
+	// MaxMetadataValueLength is the longest metadata value, in bytes: room
+	// for MaxFinalizers names of the longest length.
+	MaxMetadataValueLength = 64 << 10
+
+	// MaxStatusKeys is the most status keys (one per controller that
+	// reports on the resource) a resource may have. A WriteStatus copies
+	// and sizes every key of the resource, and the in-memory backend
+	// copies them again: at 32 keys it costs about 6 times what it costs
+	// at one (BenchmarkWriteStatusKeys; 12 times at 64 keys).
+	MaxStatusKeys = 32
+)
+
+// limits are the limits a Server enforces. They are fields, not the
+// constants themselves, so that tests and benchmarks of this package can
+// lift them.
+type limits struct {
+	resourceBytes int
+	finalizers    int
+	finalizerName int
+	metadataKeys  int
+	metadataKey   int
+	metadataValue int
+	statusKeys    int
+}
+
+func newLimits(maxResourceBytes int) limits {
+	if maxResourceBytes == 0 {
+		maxResourceBytes = DefaultMaxResourceBytes
+	}
+	return limits{
+		resourceBytes: maxResourceBytes,
+		finalizers:    MaxFinalizers,
+		finalizerName: MaxFinalizerNameLength,
+		metadataKeys:  MaxMetadataKeys,
+		metadataKey:   MaxMetadataKeyLength,
+		metadataValue: MaxMetadataValueLength,
+		statusKeys:    MaxStatusKeys,
+	}
+}
+
+// checkMetadata checks the metadata a Write would store against the
+// limits. stored is the stored resource's metadata (nil when there is
+// none): what is stored already is never refused again, so a limit lowered
+// after a resource was written does not freeze it; counts may stay over a
+// limit but not grow.
+func (l *limits) checkMetadata(meta, stored map[string]string) error {
+	if len(meta) > l.metadataKeys && len(meta) > len(stored) {
+		return invalidField("metadata", "has %d keys; the limit is %d (server.MaxMetadataKeys)", len(meta), l.metadataKeys)
+	}
+	for k, v := range meta {
+		if len(k) <= l.metadataKey && len(v) <= l.metadataValue {
+			continue
+		}
+		if sv, ok := stored[k]; ok && sv == v {
+			continue
+		}
+		if len(k) > l.metadataKey {
+			return invalidField("metadata", "key %s is %d bytes long; the limit is %d", resource.Quote(k), len(k), l.metadataKey)
+		}
+		if k != resource.FinalizerKey { // the finalizers' own limits say more
+			return invalidField("metadata", "the value of key %s is %d bytes long; the limit is %d",
+				resource.Quote(k), len(v), l.metadataValue)
+		}
+	}
+	return l.checkFinalizers(meta[resource.FinalizerKey], stored[resource.FinalizerKey])
+}
+
+// checkFinalizers checks the finalizers value a Write would store against
+// the limits. stored is the stored value ("" when none); a value that adds
+// no name to it, nor more names than it has, is accepted whatever its size,
+// so finalizers stored before a limit was lowered can still be removed one
+// by one. It takes time linear in the lengths of the values.
+func (l *limits) checkFinalizers(raw, stored string) error {
+	if raw == stored {
+		return nil
+	}
+	count, longest := scanFinalizers(raw)
+	if count <= l.finalizers && len(longest) <= l.finalizerName && len(raw) <= l.metadataValue {
+		return nil
+	}
+	if stored != "" && len(raw) <= len(stored) {
+		if storedCount, _ := scanFinalizers(stored); count <= storedCount {
+			if _, added := addedFinalizer(raw, stored); !added {
+				return nil
+			}
+		}
+	}
+	const field = "metadata." + resource.FinalizerKey
+	if len(longest) > l.finalizerName {
+		return invalidField(field, "finalizer %s is %d bytes long; the limit is %d (server.MaxFinalizerNameLength)",
+			resource.Quote(longest), len(longest), l.finalizerName)
+	}
+	if count > l.finalizers {
+		return invalidField(field, "names %d finalizers; the limit is %d (server.MaxFinalizers)", count, l.finalizers)
+	}
+	return invalidField(field, "is %d bytes long; the limit is %d", len(raw), l.metadataValue)
+}
+
+// checkStatusKeys checks that writing status key to stored keeps the
+// number of status keys within the limit. Keys already stored may always
+// be written.
+func (l *limits) checkStatusKeys(stored *pbresource.Resource, key string) error {
+	if len(stored.Status) < l.statusKeys {
+		return nil
+	}
+	if _, ok := stored.Status[key]; ok {
+		return nil
+	}
+	return invalidField("key", "%s would be status key number %d of resource %s; the limit is %d (server.MaxStatusKeys): write to one of its keys or remove statuses",
+		resource.Quote(key), len(stored.Status)+1, resource.ReferenceString(stored.Id), l.statusKeys)
+}
+
+// Room the size limit keeps for what the service adds to a resource after
+// a write was checked: the Version the backend sets (a decimal revision of
+// at most 20 digits) and the deletionTimestamp entry Delete adds to a
+// resource with finalizers. Counting them up front means that whatever a
+// Write was allowed to store can still be marked for deletion.
+var (
+	versionRoom = protowire.SizeTag(3) + protowire.SizeBytes(20)
+	markRoom    = protowire.SizeTag(5) + protowire.SizeBytes(
+		protowire.SizeTag(1)+protowire.SizeBytes(len(resource.DeletionTimestampKey))+
+			protowire.SizeTag(2)+protowire.SizeBytes(len("2006-01-02T15:04:05Z")))
+)
+
+// ulidRoom is the room kept for a Uid or Generation not set yet (a ULID
+// has 26 characters); one more byte covers the ID's length prefix growing.
+var ulidRoom = protowire.SizeTag(1) + protowire.SizeBytes(26) + 1
+
+// storedSize is the size the limit counts for res: its encoded size as
+// stored, with room for its next Version, for a Uid and Generation if it
+// has none yet (MutateAndValidate) and, unless it is marked already, for a
+// deletion mark.
+func storedSize(res *pbresource.Resource) int {
+	n := resourceSize(res) + versionRoom
+	if res.Version != "" {
+		n -= protowire.SizeTag(3) + protowire.SizeBytes(len(res.Version))
+	}
+	if res.GetId().GetUid() == "" {
+		n += ulidRoom
+	}
+	if res.Generation == "" {
+		n += ulidRoom
+	}
+	if _, marked := res.Metadata[resource.DeletionTimestampKey]; !marked {
+		n += markRoom
+	}
+	return n
+}
+
+// resourceSize is proto.Size(res), computed field by field: proto.Size
+// walks map fields by reflection, with an allocation and several times the
+// time of this loop, on every write. TestResourceSize checks the two agree.
+func resourceSize(res *pbresource.Resource) int {
+	n := len(res.ProtoReflect().GetUnknown())
+	if res.Id != nil {
+		n += fieldSize(1, proto.Size(res.Id))
+	}
+	if res.Owner != nil {
+		n += fieldSize(2, proto.Size(res.Owner))
+	}
+	if res.Version != "" {
+		n += fieldSize(3, len(res.Version))
+	}
+	if res.Generation != "" {
+		n += fieldSize(4, len(res.Generation))
+	}
+	n += metadataSize(res.Metadata) + statusSize(res.Status)
+	if res.Data != nil {
+		n += fieldSize(7, proto.Size(res.Data))
+	}
+	return n
+}
+
+// metadataSize is the encoded size of a Resource's metadata field (a map
+// entry per key, with both its key and value).
+func metadataSize(meta map[string]string) int {
+	n := 0
+	for k, v := range meta {
+		n += fieldSize(5, fieldSize(1, len(k))+fieldSize(2, len(v)))
+	}
+	return n
+}
+
+// statusSize is the encoded size of a Resource's status field.
+func statusSize(st map[string]*pbresource.Status) int {
+	n := 0
+	for k, v := range st {
+		n += fieldSize(6, fieldSize(1, len(k))+fieldSize(2, proto.Size(v)))
+	}
+	return n
+}
+
+// checkSize refuses to store res when it is over the size limit, unless
+// stored (the resource it replaces, nil for a new one) was already as big:
+// a resource stored before the limit was lowered may be written as long as
+// the write does not make it bigger. field names what the request set that
+// made it so big; empty means the bigger of data and metadata.
+func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error {
+	n := storedSize(res)
+	if n <= l.resourceBytes || (stored != nil && n <= storedSize(stored)) {
+		return nil
+	}
+	return tooLarge(res, n, field, l.resourceBytes)
+}
+
+// tooLarge is the error for res, n bytes as stored, when the limit is
+// limit bytes (or unknown, 0: the backend refused it).
+func tooLarge(res *pbresource.Resource, n int, field string, limit int) error {
+	data := fieldSize(7, proto.Size(res.Data))
+	meta, st := metadataSize(res.Metadata), statusSize(res.Status)
+	if field == "" {
+		field = "data"
+		if meta > data {
+			field = "metadata"
+		}
+	}
+	parts := fmt.Sprintf("data %s, metadata %s, status %s", formatBytes(data), formatBytes(meta), formatBytes(st))
+	if limit == 0 {
+		return invalidField(field, "the resource would be %s (%d bytes: %s), more than the storage backend accepts in one request",
+			formatBytes(n), n, parts)
+	}
+	return invalidField(field, "the resource would be %s (%d bytes: %s), over the limit of %s (server.Config.MaxResourceBytes)",
+		formatBytes(n), n, parts, formatBytes(limit))
+}
+
+// fieldSize is the encoded size of a length-delimited field with field
+// number num and n bytes of content.
+func fieldSize(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// formatBytes renders n bytes for people: "512 B", "1.5 KiB", "1 MiB".
+func formatBytes(n int) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.Itoa(n) + " B"
+	}
+	v, suffix := float64(n)/unit, "KiB"
+	if n >= unit*unit {
+		v, suffix = float64(n)/(unit*unit), "MiB"
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + " " + suffix
+}
+
+// scanFinalizers returns the number of space-separated names in raw
+// (repeats included) and the longest of them, in one pass without
+// allocating.
+func scanFinalizers(raw string) (count int, longest string) {
+	for f := range strings.FieldsSeq(raw) {
+		count++
+		if len(f) > len(longest) {
+			longest = f
+		}
+	}
+	return count, longest
+}
+
+// smallFinalizerSet is the number of stored finalizers up to which
+// addedFinalizer compares names pairwise instead of hashing them: no
+// allocation, and few comparisons.
+const smallFinalizerSet = 16
+
+// addedFinalizer returns a finalizer named in raw but not in stored, and
+// whether there is one. It takes time linear in the lengths of both.
+func addedFinalizer(raw, stored string) (string, bool) {
+	old := strings.Fields(stored)
+	if len(old) <= smallFinalizerSet {
+		for f := range strings.FieldsSeq(raw) {
+			found := false
+			for _, o := range old {
+				if o == f {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return f, true
+			}
+		}
+		return "", false
+	}
+	set := make(map[string]struct{}, len(old))
+	for _, o := range old {
+		set[o] = struct{}{}
+	}
+	for f := range strings.FieldsSeq(raw) {
+		if _, ok := set[f]; !ok {
+			return f, true
+		}
+	}
+	return "", false
+}
