@@ -235,7 +235,7 @@ func startStuck(t *testing.T) (gs *grpc.Server, unary *unaryTracker, svc *stuckS
 // connection open; then the connection is closed without waiting for the
 // timeout.
 func TestStopGRPCLetsUnaryFinishDespiteStuckStream(t *testing.T) {
-	const grace = 50 * time.Millisecond
+	const grace = 100 * time.Millisecond
 	gs, unary, svc, readErr := startStuck(t)
 	stopped := make(chan struct{})
 	go func() {
