@@ -68,8 +68,13 @@ func (s *suite) testOwnerMustExist(t *testing.T) {
 	noUid.Uid = ""
 	write(t, b, ownedBy(noUid, "c3"))
 
-	// An update that moves a resource to a missing owner is refused too.
+	// Creating a name that exists, with an owner that exists, is a CAS
+	// failure.
 	c4 := write(t, b, ownedBy(owner.Id, "c4"))
+	_, err = b.WriteCAS(ctx, ownedBy(owner.Id, "c4"))
+	require.ErrorIs(t, err, storage.ErrCASFailure, "creating what exists")
+
+	// An update that moves a resource to a missing owner is refused too.
 	moved := proto.Clone(c4).(*pbresource.Resource)
 	moved.Owner = otherLifetime
 	refused(moved, "an update to an owner that is not stored")

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -285,7 +286,12 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 	return b.updateSlow(ctx, res, version, cur, fence, fenced)
 }
 
-// create writes res, which must not exist yet.
+// create writes res, which must not exist yet. With an owner, the
+// transaction also checks that the owner is stored, with res.Owner.Uid:
+// first by the prefix of the owner's stored value (see ownerValueCmps),
+// which needs no read; when that misses (the owner reference is not in the
+// stored form, or the create failed for another reason), by the create
+// revision of the owner's key, read from the failed transaction.
 func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fenceToken, fenced bool) (*pbresource.Resource, error) {
 	id := res.Id
 	rk := b.keys.resource(id)
@@ -295,35 +301,102 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 	}
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
-	var ownerKey string
-	var ownerRev int64
-	if res.Owner != nil {
-		idx, err := marshalOptions.Marshal(id)
+	if res.Owner == nil {
+		resp, err := b.txn(ctx, cmps, ops, "", fence, fenced)
 		if err != nil {
 			return nil, err
 		}
-		ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
-		ownerKey = b.keys.resource(res.Owner)
-		ownerRev, err = b.ownerRevision(ctx, res.Owner)
-		if err != nil {
-			return nil, err
+		if !resp.Succeeded {
+			if err := fenceFailure(resp, fence, fenced); err != nil {
+				return nil, err
+			}
+			return nil, storage.ErrCASFailure
 		}
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", ownerRev))
+		return stored(res, id.Uid, resp.Header.Revision), nil
 	}
-	resp, err := b.txn(ctx, cmps, ops, ownerKey, fence, fenced)
+
+	idx, err := marshalOptions.Marshal(id)
 	if err != nil {
 		return nil, err
 	}
-	if !resp.Succeeded {
+	ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
+	ownerKey := b.keys.resource(res.Owner)
+	ownerCmps := ownerValueCmps(ownerKey, res.Owner)
+	if ownerCmps == nil {
+		rev, err := b.ownerRevision(ctx, res.Owner)
+		if err != nil {
+			return nil, err
+		}
+		ownerCmps = ownerRevisionCmps(ownerKey, rev)
+	}
+	for attempt := 0; ; attempt++ {
+		resp, err := b.txn(ctx, append(cmps[:1:1], ownerCmps...), ops, ownerKey, fence, fenced)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Succeeded {
+			return stored(res, id.Uid, resp.Header.Revision), nil
+		}
 		if err := fenceFailure(resp, fence, fenced); err != nil {
 			return nil, err
 		}
-		if ownerKey != "" && ownerGone(resp, ownerRev) {
+		owner, err := currentResource(resp)
+		if err != nil {
+			return nil, err
+		}
+		if owner == nil || (res.Owner.Uid != "" && owner.Id.Uid != res.Owner.Uid) {
 			return nil, storage.ErrOwnerNotFound
 		}
-		return nil, storage.ErrCASFailure
+		if attempt > 0 {
+			return nil, storage.ErrCASFailure // the owner is there: the resource exists
+		}
+		// The owner is there: the resource exists, or the value compare
+		// missed. Compare what the transaction found instead.
+		ownerCmps = ownerRevisionCmps(ownerKey, createRevision(resp))
 	}
-	return stored(res, id.Uid, resp.Header.Revision), nil
+}
+
+// ownerValueCmps returns compares that hold exactly when the value under
+// ownerKey is a stored resource whose Id encodes to the size of owner's and
+// begins with owner's Uid: the encoding of a stored resource starts with
+// its Id (field 1), whose first field is the Uid, and a Uid names one
+// lifetime. It returns nil when owner has no Uid. An owner reference that
+// differs from the stored Id in size (another GroupVersion, say) fails the
+// compare although the owner exists; create then falls back to
+// ownerRevisionCmps.
+func ownerValueCmps(ownerKey string, owner *pbresource.ID) []clientv3.Cmp {
+	if owner.Uid == "" {
+		return nil
+	}
+	prefix := protowire.AppendTag(nil, 1, protowire.BytesType)
+	prefix = protowire.AppendVarint(prefix, uint64(proto.Size(owner)))
+	prefix = protowire.AppendTag(prefix, 1, protowire.BytesType)
+	prefix = protowire.AppendString(prefix, owner.Uid)
+	// The Uid is followed by the Id's further fields (tags 0x12 to 0x22)
+	// and the resource's, never by 0xff.
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.Value(ownerKey), ">", string(prefix)),
+		clientv3.Compare(clientv3.Value(ownerKey), "<", string(prefix)+"\xff"),
+	}
+}
+
+// ownerRevisionCmps returns the compare that holds while the owner's key
+// keeps create revision rev: while that lifetime of the owner is stored.
+func ownerRevisionCmps(ownerKey string, rev int64) []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", rev)}
+}
+
+// createRevision returns the create revision of what the first Else get of
+// a failed transaction found (0 if nothing).
+func createRevision(resp *clientv3.TxnResponse) int64 {
+	if len(resp.Responses) == 0 {
+		return 0
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return 0
+	}
+	return kvs[0].CreateRevision
 }
 
 // ownerRevision returns the create revision of owner's key while it holds
