@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/loomrt/loom/server"
-	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/server/reaper/reapertest"
 	"github.com/loomrt/loom/storage/inmem"
 	"github.com/stretchr/testify/require"
@@ -56,27 +54,9 @@ func countTombstones(t *testing.T, client pbresource.ResourceServiceClient) int 
 	return len(rsp.Resources)
 }
 
-// runReaper runs the reaper on its own leader Manager until stop is called.
+// runReaper runs the reaper until stop is called.
 func runReaper(t *testing.T, client pbresource.ResourceServiceClient) (stop func()) {
-	t.Helper()
-	m, err := controller.NewManager(client, nil, controller.WithWatchRetry(time.Millisecond, 10*time.Millisecond))
-	require.NoError(t, err)
-	m.Register(reaper.Controller().WithBackoff(time.Millisecond, 20*time.Millisecond))
-	m.SetLeader(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = m.Run(ctx); close(done) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return stop
+	return reapertest.RunReaper(t, client)
 }
 
 func TestCascadingDeletion(t *testing.T) {

@@ -27,6 +27,24 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
+// RunReaper runs the reaper against client, on a leader Manager of its own
+// with short retry and backoff times, until stop is called or the test
+// ends.
+func RunReaper(t testing.TB, client pbresource.ResourceServiceClient) (stop func()) {
+	t.Helper()
+	m, err := controller.NewManager(client, nil, controller.WithWatchRetry(time.Millisecond, 10*time.Millisecond))
+	require.NoError(t, err)
+	m.Register(reaper.Controller().WithBackoff(time.Millisecond, 20*time.Millisecond))
+	m.SetLeader(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
 // Race is the shape of a RunOwnerDeleteRace run.
 type Race struct {
 	// Owners is how many owners are created and deleted, one after the
@@ -53,14 +71,7 @@ func RunOwnerDeleteRace(t *testing.T, b storage.Backend, race Race) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*race.Timeout)
 	defer cancel()
 
-	m, err := controller.NewManager(client, nil, controller.WithWatchRetry(time.Millisecond, 10*time.Millisecond))
-	require.NoError(t, err)
-	m.Register(reaper.Controller().WithBackoff(time.Millisecond, 20*time.Millisecond))
-	m.SetLeader(true)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = m.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	defer RunReaper(t, client)()
 
 	barData, err := anypb.New(&pbfoov1.Bar{Baz: "child"})
 	require.NoError(t, err)
