@@ -97,9 +97,9 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 			return err
 		}
 		_, err := s.backend.WriteCAS(ctx, marked)
-		return s.casError(cas, err)
+		return casError(cas, err)
 	}
-	return s.casError(cas, s.deleteStored(ctx, stored))
+	return casError(cas, s.deleteStored(ctx, stored))
 }
 
 // deleteStored deletes stored (at its version). If it owns resources at

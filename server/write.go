@@ -263,7 +263,7 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			// The last finalizer is gone: finish the deletion Delete began.
 			res.Generation = stored.Generation
 			if err := s.deleteStored(ctx, stored); err != nil {
-				return nil, s.casError(in.cas(), err)
+				return nil, casError(in.cas(), err)
 			}
 			return res, nil
 		}
@@ -292,16 +292,12 @@ func writeError(cas bool, res *pbresource.Resource, field string, err error) err
 	if errors.Is(err, storage.ErrTooLarge) {
 		return tooLarge(res, storedSize(res), field, 0)
 	}
-	return casErrorOf(cas, err)
+	return casError(cas, err)
 }
 
 // casError maps the error of a backend write in a read-modify-write loop: a
 // lost race restarts a blanket write and aborts a versioned one.
-func (s *Server) casError(cas bool, err error) error {
-	return casErrorOf(cas, err)
-}
-
-func casErrorOf(cas bool, err error) error {
+func casError(cas bool, err error) error {
 	if errors.Is(err, storage.ErrCASFailure) || errors.Is(err, storage.ErrWrongUid) {
 		if !cas {
 			return errRetry
