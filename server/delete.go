@@ -32,28 +32,15 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	if err != nil {
 		return nil, s.fail("Delete", id, err)
 	}
-	readID := &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := pause(ctx, attempt); err != nil {
-				return nil, s.fail("Delete", id, err)
-			}
-		}
-		// Deletes read strongly: a stale "not found" would report success
-		// without deleting anything.
-		stored, err := s.readStored(ctx, storage.StrongConsistency, readID)
-		if err != nil {
-			return nil, s.fail("Delete", id, storageError(err))
-		}
-		err = s.deleteOnce(ctx, authz, reg, req, stored)
-		if err == errRetry {
-			continue
-		}
-		if err != nil {
-			return nil, s.fail("Delete", id, err)
-		}
-		return &pbresource.DeleteResponse{}, nil
+	// Deletes read strongly: a stale "not found" would report success
+	// without deleting anything.
+	err = s.readModifyWrite(ctx, id, storage.StrongConsistency, func(stored *pbresource.Resource, _ storage.ReadConsistency) error {
+		return s.deleteOnce(ctx, authz, reg, req, stored)
+	})
+	if err != nil {
+		return nil, s.fail("Delete", id, err)
 	}
+	return &pbresource.DeleteResponse{}, nil
 }
 
 func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registration, req *pbresource.DeleteRequest, stored *pbresource.Resource) error {

@@ -8,6 +8,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/storage"
 )
 
 // maxAttempts bounds the read-modify-write loops of blanket writes. Each
@@ -43,5 +46,34 @@ func pause(ctx context.Context, attempt int) error {
 		return status.FromContextError(ctx.Err()).Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// readModifyWrite is the loop of Write, WriteStatus and Delete: it reads
+// the resource stored under id's name (in whatever GroupVersion; nil when
+// there is none) and hands it to step, until step returns something other
+// than errRetry. The first read has consistency first; the retries, which
+// follow a lost race or a read that may have been stale, pause and read
+// strongly. Errors of the read are mapped to statuses; step's are returned
+// as they are.
+func (s *Server) readModifyWrite(ctx context.Context, id *pbresource.ID, first storage.ReadConsistency,
+	step func(stored *pbresource.Resource, consistency storage.ReadConsistency) error,
+) error {
+	readID := &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
+	consistency := first
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := pause(ctx, attempt); err != nil {
+				return err
+			}
+			consistency = storage.StrongConsistency
+		}
+		stored, err := s.readStored(ctx, consistency, readID)
+		if err != nil {
+			return storageError(err)
+		}
+		if err := step(stored, consistency); err != errRetry {
+			return err
+		}
 	}
 }

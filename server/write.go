@@ -76,30 +76,16 @@ func (s *Server) write(ctx context.Context, res *pbresource.Resource, data proto
 		ownerUid: res.Owner.GetUid(),
 		meta:     res.Metadata,
 	}
-	readID := &pbresource.ID{Type: res.Id.Type, Tenancy: res.Id.Tenancy, Name: res.Id.Name}
-
-	consistency := storage.EventualConsistency
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := pause(ctx, attempt); err != nil {
-				return nil, err
-			}
-			consistency = storage.StrongConsistency
-		}
-		stored, err := s.readStored(ctx, consistency, readID)
-		if err != nil {
-			return nil, storageError(err)
-		}
-		var out *pbresource.Resource
+	var out *pbresource.Resource
+	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		if stored == nil {
 			out, err = s.create(ctx, in, consistency)
 		} else {
 			out, err = s.update(ctx, in, stored, consistency)
 		}
-		if err != errRetry {
-			return out, err
-		}
-	}
+		return err
+	})
+	return out, err
 }
 
 // readStored reads the resource stored under id in whatever GroupVersion it

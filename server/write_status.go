@@ -43,28 +43,15 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	}
 	req.Status.UpdatedAt = timestamppb.Now()
 
-	readID := &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
-	consistency := storage.EventualConsistency
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := pause(ctx, attempt); err != nil {
-				return nil, s.fail("WriteStatus", id, err)
-			}
-			consistency = storage.StrongConsistency
-		}
-		stored, err := s.readStored(ctx, consistency, readID)
-		if err != nil {
-			return nil, s.fail("WriteStatus", id, storageError(err))
-		}
-		out, err := s.writeStatusOnce(ctx, authz, reg, req, stored, consistency)
-		if err == errRetry {
-			continue
-		}
-		if err != nil {
-			return nil, s.fail("WriteStatus", id, err)
-		}
-		return &pbresource.WriteStatusResponse{Resource: out}, nil
+	var out *pbresource.Resource
+	err = s.readModifyWrite(ctx, id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+		out, err = s.writeStatusOnce(ctx, authz, reg, req, stored, consistency)
+		return err
+	})
+	if err != nil {
+		return nil, s.fail("WriteStatus", id, err)
 	}
+	return &pbresource.WriteStatusResponse{Resource: out}, nil
 }
 
 func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registration,
