@@ -20,7 +20,7 @@ func TestACL_DenyAll(t *testing.T) {
 	env := newEnv(t)
 	stored := env.write(t, bar(t, "a", "x"))
 	denied := New(Config{
-		Backend:     env.server.Backend(),
+		Backend:     env.server.backend,
 		Registry:    env.registry,
 		ACLResolver: func(context.Context) (resource.Authorizer, error) { return resource.DenyAll, nil },
 	})

@@ -261,8 +261,6 @@ func (s *Server) Shutdown() { s.shutdown() }
 // Registry returns the type registry the server validates against.
 func (s *Server) Registry() resource.Registry { return s.registry }
 
-// Backend returns the storage backend the server writes to.
-func (s *Server) Backend() storage.Backend { return s.backend }
 
 // authorizer resolves the caller's Authorizer.
 func (s *Server) authorizer(ctx context.Context) (resource.Authorizer, error) {
