@@ -261,7 +261,6 @@ func (s *Server) Shutdown() { s.shutdown() }
 // Registry returns the type registry the server validates against.
 func (s *Server) Registry() resource.Registry { return s.registry }
 
-
 // authorizer resolves the caller's Authorizer.
 func (s *Server) authorizer(ctx context.Context) (resource.Authorizer, error) {
 	if s.resolve == nil {
