@@ -13,7 +13,6 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/server"
 )
 
 // Default timing of a Client's waits.
@@ -61,7 +60,7 @@ func (c *Client) WithPollInterval(d time.Duration) *Client {
 
 // consistent asks the service for a linearizable read.
 func consistent(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, server.ConsistencyModeKey, server.ConsistencyModeConsistent)
+	return metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 }
 
 // read reads id consistently; a missing resource is (nil, nil).

@@ -50,7 +50,7 @@ func TestRead_Consistency(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, storage.EventualConsistency, spy.last())
 
-			strong := metadata.AppendToOutgoingContext(ctx, ConsistencyModeKey, ConsistencyModeConsistent)
+			strong := metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 			_, err = client.Read(strong, &pbresource.ReadRequest{Id: barID("a")})
 			require.NoError(t, err)
 			require.Equal(t, storage.StrongConsistency, spy.last())
@@ -59,7 +59,7 @@ func TestRead_Consistency(t *testing.T) {
 
 	// Incoming metadata on the caller's context (e.g. a handler calling the
 	// in-process client) is not mistaken for the caller's request.
-	in := metadata.NewIncomingContext(testCtx(t), metadata.Pairs(ConsistencyModeKey, ConsistencyModeConsistent))
+	in := metadata.NewIncomingContext(testCtx(t), metadata.Pairs(resource.ConsistencyModeKey, resource.ConsistencyModeConsistent))
 	_, err := env.client.Read(in, &pbresource.ReadRequest{Id: barID("a")})
 	require.NoError(t, err)
 	require.Equal(t, storage.EventualConsistency, spy.last())

@@ -140,14 +140,6 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
-// ConsistencyModeKey is the gRPC metadata key a caller sets to
-// ConsistencyModeConsistent to ask Read for a linearizable result.
-const ConsistencyModeKey = "x-consul-consistency-mode"
-
-// ConsistencyModeConsistent is the value of ConsistencyModeKey that asks for
-// strong consistency.
-const ConsistencyModeConsistent = "consistent"
-
 // Config is what New needs.
 type Config struct {
 	// Backend stores the resources. Required.
@@ -285,8 +277,8 @@ func (s *Server) authorizer(ctx context.Context) (resource.Authorizer, error) {
 // readConsistency returns the consistency the caller asked for in its
 // incoming metadata.
 func readConsistency(ctx context.Context) storage.ReadConsistency {
-	for _, v := range metadata.ValueFromIncomingContext(ctx, ConsistencyModeKey) {
-		if strings.EqualFold(v, ConsistencyModeConsistent) {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, resource.ConsistencyModeKey) {
+		if strings.EqualFold(v, resource.ConsistencyModeConsistent) {
 			return storage.StrongConsistency
 		}
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/server"
 
 	// Linked in so the example types' data can be printed as JSON.
 	_ "github.com/loomrt/loom/examples/foo"
@@ -136,7 +135,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
 		if *consistent {
-			ctx = metadata.AppendToOutgoingContext(ctx, server.ConsistencyModeKey, server.ConsistencyModeConsistent)
+			ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 		}
 		resp, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
 		if err != nil {

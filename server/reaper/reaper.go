@@ -20,7 +20,6 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
-	"github.com/loomrt/loom/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -87,7 +86,7 @@ func (reconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime
 
 // ownerExists reads the owner (that lifetime of it, by Uid) consistently.
 func ownerExists(ctx context.Context, rt runtime.Runtime, owner *pbresource.ID) (bool, error) {
-	ctx = metadata.AppendToOutgoingContext(ctx, server.ConsistencyModeKey, server.ConsistencyModeConsistent)
+	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	_, err := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: owner})
 	switch status.Code(err) {
 	case codes.OK:
