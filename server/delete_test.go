@@ -153,16 +153,18 @@ func TestFinalizers(t *testing.T) {
 		_, err := env.client.Write(ctx, &pbresource.WriteRequest{Resource: r})
 		return err
 	}
+	// Changing anything but removing finalizers is InvalidArgument, as in
+	// Consul, and the error names the field.
 	requireCode(t, write(func(r *pbresource.Resource) { r.Data = mustAny(t, decodeBarWith("changed")) }),
-		codes.FailedPrecondition, "marked for deletion")
+		codes.InvalidArgument, field("data"), "marked for deletion")
 	requireCode(t, write(func(r *pbresource.Resource) { r.Metadata[resource.FinalizerKey] = "f1 f2 f3" }),
-		codes.FailedPrecondition, "f3")
+		codes.InvalidArgument, field("metadata.finalizers"), "f3", "marked for deletion")
 	requireCode(t, write(func(r *pbresource.Resource) { r.Metadata["keep"] = "changed" }),
-		codes.FailedPrecondition)
+		codes.InvalidArgument, field("metadata"), "marked for deletion")
 	requireCode(t, write(func(r *pbresource.Resource) { r.Metadata["new"] = "x" }),
-		codes.FailedPrecondition)
+		codes.InvalidArgument, field("metadata"), "marked for deletion")
 	requireCode(t, write(func(r *pbresource.Resource) { delete(r.Metadata, "keep") }),
-		codes.FailedPrecondition)
+		codes.InvalidArgument, field("metadata"), "marked for deletion")
 	requireCode(t, write(func(r *pbresource.Resource) { delete(r.Metadata, resource.DeletionTimestampKey) }),
 		codes.InvalidArgument, field("metadata.deletionTimestamp"))
 	requireCode(t, write(func(r *pbresource.Resource) {

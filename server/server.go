@@ -32,9 +32,9 @@
 //     not, and no Write may add, change or drop it afterwards
 //     (InvalidArgument naming metadata.deletionTimestamp).
 //   - Once a resource is marked for deletion, a Write that changes anything
-//     other than removing finalizers is FailedPrecondition: the request is
-//     well-formed, the resource's state forbids it. A Write that changes
-//     nothing is still accepted as a no-op. When the last finalizer goes, the
+//     other than removing finalizers is InvalidArgument, as in Consul (the
+//     message says the resource is marked for deletion and what may not
+//     change). A Write that changes nothing is still accepted as a no-op. When the last finalizer goes, the
 //     service deletes the resource and returns it as it was last written,
 //     with the finalizers removed.
 //   - An owner given on create must exist (InvalidArgument naming owner
@@ -56,7 +56,7 @@
 //     the whole metadata, so two controllers removing their finalizers at
 //     once should write with a Version and retry on Aborted; a blanket Write
 //     built from an older read can look like it re-adds a finalizer, which
-//     is FailedPrecondition.
+//     is InvalidArgument once the resource is marked for deletion.
 //   - A Tombstone is stored by the backend in the same atomic step as its
 //     owner's deletion, exactly when the owner owns something at that
 //     moment (storage.WithTombstone), and the backend refuses to create a

@@ -314,13 +314,16 @@ func checkOwnerUnchanged(in *writeIntent, stored *pbresource.Resource) error {
 }
 
 // checkOnlyFinalizersRemoved enforces the rule for resources marked for
-// deletion: a Write may only remove finalizers. It takes time linear in the
-// size of the metadata, however many finalizers there are.
+// deletion: a Write may only remove finalizers. Anything else is
+// InvalidArgument, Consul's code for it. It takes time linear in the size of
+// the metadata, however many finalizers there are.
 func checkOnlyFinalizersRemoved(in *writeIntent, stored *pbresource.Resource, dataSame bool) error {
-	const msg = "resource %s is marked for deletion: a Write may only remove finalizers (%s)"
-	ref := resource.ReferenceString(stored.Id)
+	refuse := func(field, what string) error {
+		return invalidField(field, "%s: resource %s is marked for deletion, and a Write may only remove finalizers",
+			what, resource.ReferenceString(stored.Id))
+	}
 	if !dataSame {
-		return status.Errorf(codes.FailedPrecondition, msg, ref, "data cannot change")
+		return refuse("data", "cannot change")
 	}
 	others := 0 // entries of in.meta other than the finalizers, all stored alike
 	for k, v := range in.meta {
@@ -328,7 +331,7 @@ func checkOnlyFinalizersRemoved(in *writeIntent, stored *pbresource.Resource, da
 			continue
 		}
 		if sv, ok := stored.Metadata[k]; !ok || sv != v {
-			return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
+			return refuse("metadata", "entries other than finalizers cannot change")
 		}
 		others++
 	}
@@ -337,14 +340,14 @@ func checkOnlyFinalizersRemoved(in *writeIntent, stored *pbresource.Resource, da
 		storedOthers--
 	}
 	if others != storedOthers {
-		return status.Errorf(codes.FailedPrecondition, msg, ref, "metadata other than finalizers cannot change")
+		return refuse("metadata", "entries other than finalizers cannot change")
 	}
 	raw, storedRaw := in.meta[resource.FinalizerKey], stored.Metadata[resource.FinalizerKey]
 	if raw == storedRaw {
 		return nil
 	}
 	if f, added := addedFinalizer(raw, storedRaw); added {
-		return status.Errorf(codes.FailedPrecondition, msg, ref, "finalizer "+resource.Quote(f)+" cannot be added")
+		return refuse("metadata.finalizers", "finalizer "+resource.Quote(f)+" cannot be added")
 	}
 	return nil
 }
