@@ -20,11 +20,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loom_controller_reconcile_total",
-			Help: "Total number of reconciliations per controller, by result (success, error, requeue, requeue_after).",
+			Help: "Total number of reconciliations per controller, by result (success, error, terminal_error, requeue, requeue_after).",
 		}, []string{"controller", "result"}),
 		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loom_controller_reconcile_errors_total",
-			Help: "Total number of reconciliations per controller that returned an error or panicked.",
+			Help: "Total number of reconciliations per controller that returned an error (terminal or not) or panicked.",
 		}, []string{"controller"}),
 		reconcileTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "loom_controller_reconcile_time_seconds",
@@ -53,16 +53,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // controllerMetrics are one controller's metrics, bound to its labels.
 type controllerMetrics struct {
-	success, failure, requeue, requeueAfter prometheus.Counter
-	errors, panics                          prometheus.Counter
-	time                                    prometheus.Observer
-	queue                                   *queue.Metrics
+	success, failure, terminal prometheus.Counter
+	requeue, requeueAfter      prometheus.Counter
+	errors, panics             prometheus.Counter
+	time                       prometheus.Observer
+	queue                      *queue.Metrics
 }
 
 func (m *metrics) forController(name string) *controllerMetrics {
 	return &controllerMetrics{
 		success:      m.reconcileTotal.WithLabelValues(name, "success"),
 		failure:      m.reconcileTotal.WithLabelValues(name, "error"),
+		terminal:     m.reconcileTotal.WithLabelValues(name, "terminal_error"),
 		requeue:      m.reconcileTotal.WithLabelValues(name, "requeue"),
 		requeueAfter: m.reconcileTotal.WithLabelValues(name, "requeue_after"),
 		errors:       m.reconcileErrors.WithLabelValues(name),

@@ -167,6 +167,15 @@ func (w *worker) reconcile(ctx context.Context, key runtime.RequestKey, req runt
 	start := time.Now()
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, w.rt, req) })
 	w.met.time.Observe(time.Since(start).Seconds())
+	if IsTerminalError(err) {
+		w.met.terminal.Inc()
+		w.met.errors.Inc()
+		w.q.Forget(key)
+		if ctx.Err() == nil {
+			w.logger.Error("reconcile failed with a terminal error; not retrying", "request", key.String(), "error", err)
+		}
+		return
+	}
 	if d, ok := requeueAfter(err); ok {
 		w.q.Forget(key)
 		if d <= 0 {
