@@ -48,7 +48,7 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, overGRPC bool) *benchEnv {
 	b.Helper()
 	reg := resource.NewRegistry()
-	reg.Register(resource.Registration{
+	reg.MustRegister(resource.Registration{
 		Type:  widgetType,
 		Proto: &wrapperspb.StringValue{},
 		Scope: resource.ScopeNamespace,
@@ -218,7 +218,7 @@ func startManager(b *testing.B, client pbresource.ResourceServiceClient, rec run
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.Register(controller.NewController("widget", widgetType).WithReconciler(rec))
+	m.MustRegister(controller.NewController("widget", widgetType).WithReconciler(rec))
 	m.SetLeader(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	rm := &runningManager{m: m, cancel: cancel, done: make(chan error, 1)}

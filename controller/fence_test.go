@@ -125,7 +125,7 @@ func TestSingletonWritesAreFenced(t *testing.T) {
 	// The singleton mirrors each Bar into a Zip (a write that reaches the
 	// service, no-op after the first) with metadata from the caller's
 	// context, so a fence already on the context is replaced, not doubled.
-	m.Register(controller.NewController("mirror", foo.BarV1Type).
+	m.MustRegister(controller.NewController("mirror", foo.BarV1Type).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			data, err := anypb.New(&pbfoov1.Zip{Zap: req.ID.Name})
 			if err != nil {
@@ -136,7 +136,7 @@ func TestSingletonWritesAreFenced(t *testing.T) {
 			return err
 		})))
 	// The each-server controller deletes what does not exist.
-	m.Register(controller.NewController("everywhere", foo.BarV1Type).
+	m.MustRegister(controller.NewController("everywhere", foo.BarV1Type).
 		WithPlacement(controller.PlacementEachServer).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: barID("gone-" + req.ID.Name)})

@@ -68,8 +68,8 @@ func TestSingletonMovesWithTheLease(t *testing.T) {
 	tr := &terms{running: map[string]bool{}, seen: map[string][]string{}}
 	a := newManager(t, svc.Client)
 	b := newManager(t, svc.Client)
-	a.Register(controller.NewController("bar", foo.BarV1Type).WithReconciler(tr.reconciler("a")))
-	b.Register(controller.NewController("bar", foo.BarV1Type).WithReconciler(tr.reconciler("b")))
+	a.MustRegister(controller.NewController("bar", foo.BarV1Type).WithReconciler(tr.reconciler("a")))
+	b.MustRegister(controller.NewController("bar", foo.BarV1Type).WithReconciler(tr.reconciler("b")))
 	runManager(t, a)
 	runManager(t, b)
 
@@ -108,7 +108,7 @@ func TestEachServerPlacementIgnoresTheLease(t *testing.T) {
 	svc := startService(t)
 	tr := &terms{running: map[string]bool{}, seen: map[string][]string{}}
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("everywhere", foo.BarV1Type).
+	m.MustRegister(controller.NewController("everywhere", foo.BarV1Type).
 		WithPlacement(controller.PlacementEachServer).
 		WithReconciler(tr.reconciler("m")))
 	runManager(t, m)

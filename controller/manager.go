@@ -136,19 +136,11 @@ func (m *Manager) SetLeader(leader bool) {
 	m.singletonsMu.Unlock()
 }
 
-// Register adds a controller. It panics, with a message naming the
-// controller, when the controller is misconfigured, conflicts with one
-// registered before (same name, or an index of the same name on the same
-// type), or the Manager is already running: all are programming errors
-// best caught at start-up. TryRegister returns the error instead.
-func (m *Manager) Register(c *Controller) {
-	if err := m.TryRegister(c); err != nil {
-		panic(err)
-	}
-}
-
-// TryRegister is Register that returns its error.
-func (m *Manager) TryRegister(c *Controller) error {
+// Register adds a controller. It returns an error, naming the controller,
+// when the controller is misconfigured, conflicts with one registered
+// before (same name, or an index of the same name on the same type), or the
+// Manager is already running. MustRegister panics instead.
+func (m *Manager) Register(c *Controller) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
@@ -183,6 +175,14 @@ func (m *Manager) TryRegister(c *Controller) error {
 	}
 	m.controllers = append(m.controllers, c)
 	return nil
+}
+
+// MustRegister is Register that panics on error: a misconfigured controller
+// is a programming error best caught at start-up.
+func (m *Manager) MustRegister(c *Controller) {
+	if err := m.Register(c); err != nil {
+		panic(err)
+	}
 }
 
 // Run starts the watches and the controllers and blocks until ctx ends and

@@ -26,7 +26,7 @@ func TestReconcilesExistingAndNewResources(t *testing.T) {
 
 	var seen counter
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("bar", foo.BarV1Type).
+	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			seen.inc(req.ID.Name)
 			return nil
@@ -97,7 +97,7 @@ func TestCacheIsPrimedBeforeMappersAndReconcilers(t *testing.T) {
 			early.Add(1)
 		}
 	}
-	m.Register(controller.NewController("bar", foo.BarV1Type).
+	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
 		WithWatch(foo.ZipType, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
 			check(rt)
 			mapped.Add(1)
@@ -122,7 +122,7 @@ func TestStatusDirtyCheckSettles(t *testing.T) {
 	var writes atomic.Int32
 	var reconciles counter
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("status", foo.BarV1Type).
+	m.MustRegister(controller.NewController("status", foo.BarV1Type).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			reconciles.inc(req.ID.Name)
 			res, err := rt.Cache.GetByID(req.ID)
@@ -166,7 +166,7 @@ func TestErrorsBackOffAndSuccessResets(t *testing.T) {
 	var times []time.Time
 	failUntil := 4
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("flaky", foo.BarV1Type).
+	m.MustRegister(controller.NewController("flaky", foo.BarV1Type).
 		WithBackoff(20*time.Millisecond, time.Second).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			mu.Lock()
@@ -214,7 +214,7 @@ func TestRequeueAfterAndNow(t *testing.T) {
 	var firstLater time.Time
 	var secondLater atomic.Value
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("requeue", foo.BarV1Type).
+	m.MustRegister(controller.NewController("requeue", foo.BarV1Type).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			n := calls.inc(req.ID.Name)
 			switch {
@@ -240,7 +240,7 @@ func TestPanicsAreRecoveredAndCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var calls atomic.Int32
 	m := newManager(t, svc.Client, controller.WithMetrics(reg))
-	m.Register(controller.NewController("panicky", foo.BarV1Type).
+	m.MustRegister(controller.NewController("panicky", foo.BarV1Type).
 		WithBackoff(time.Millisecond, time.Millisecond).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			if calls.Add(1) < 3 {
@@ -289,7 +289,7 @@ func TestInitializerRunsFirstAndIsRetried(t *testing.T) {
 	var initialized atomic.Bool
 	var reconciledBeforeInit atomic.Bool
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("init", foo.BarV1Type).
+	m.MustRegister(controller.NewController("init", foo.BarV1Type).
 		WithBackoff(time.Millisecond, 10*time.Millisecond).
 		WithInitializer(runtime.InitializeFunc(func(ctx context.Context, rt runtime.Runtime) error {
 			if attempts.Add(1) < 3 {
@@ -323,24 +323,26 @@ func TestMisconfigurationFailsAtRegistration(t *testing.T) {
 		return nil, nil
 	}
 
-	assert.PanicsWithError(t, "controller \"nil-reconciler\" is misconfigured:\n  - no reconciler (use WithReconciler)", func() {
-		m.Register(controller.NewController("nil-reconciler", foo.BarV1Type))
+	const noReconciler = "controller \"nil-reconciler\" is misconfigured:\n  - no reconciler (use WithReconciler)"
+	assert.EqualError(t, m.Register(controller.NewController("nil-reconciler", foo.BarV1Type)), noReconciler)
+	assert.PanicsWithError(t, noReconciler, func() {
+		m.MustRegister(controller.NewController("nil-reconciler", foo.BarV1Type))
 	})
-	err := m.TryRegister(controller.NewController("dup-watch", foo.BarV1Type).WithReconciler(noop).
+	err := m.Register(controller.NewController("dup-watch", foo.BarV1Type).WithReconciler(noop).
 		WithWatch(foo.ZipType, mapper).WithWatch(foo.ZipType, mapper))
 	assert.ErrorContains(t, err, `controller "dup-watch"`)
 	assert.ErrorContains(t, err, "watched twice")
 
-	err = m.TryRegister(controller.NewController("bad-query", foo.BarV1Type).WithReconciler(noop).
+	err = m.Register(controller.NewController("bad-query", foo.BarV1Type).WithReconciler(noop).
 		WithQuery("zips", cache.IndexQuery(foo.ZipType, "by-zap")))
 	assert.ErrorContains(t, err, `controller "bad-query"`)
 	assert.ErrorContains(t, err, `has no index "by-zap"`)
 
-	err = m.TryRegister(controller.NewController("workers", foo.BarV1Type).WithReconciler(noop).WithConcurrency(0))
+	err = m.Register(controller.NewController("workers", foo.BarV1Type).WithReconciler(noop).WithConcurrency(0))
 	assert.ErrorContains(t, err, "WithConcurrency(0)")
 
-	require.NoError(t, m.TryRegister(controller.NewController("ok", foo.BarV1Type).WithReconciler(noop)))
-	assert.ErrorContains(t, m.TryRegister(controller.NewController("ok", foo.BarV1Type).WithReconciler(noop)), "registered twice")
+	require.NoError(t, m.Register(controller.NewController("ok", foo.BarV1Type).WithReconciler(noop)))
+	assert.ErrorContains(t, m.Register(controller.NewController("ok", foo.BarV1Type).WithReconciler(noop)), "registered twice")
 }
 
 func TestConcurrencyNeverRunsOneKeyTwice(t *testing.T) {
@@ -349,7 +351,7 @@ func TestConcurrencyNeverRunsOneKeyTwice(t *testing.T) {
 	var overlap atomic.Bool
 	var calls atomic.Int32
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("parallel", foo.BarV1Type).
+	m.MustRegister(controller.NewController("parallel", foo.BarV1Type).
 		WithConcurrency(4).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			if _, busy := inFlight.LoadOrStore(req.ID.Name, true); busy {

@@ -22,7 +22,7 @@ func TestWaitPrimed(t *testing.T) {
 	m := newManager(t, slowSnapshotClient{ResourceServiceClient: svc.Client, delays: map[string]time.Duration{
 		"Bar": time.Millisecond,
 	}})
-	m.Register(controller.NewController("bar", foo.BarV1Type).
+	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
 		WithWatch(foo.ZipType, func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
 			return nil, nil
 		}).

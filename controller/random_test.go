@@ -84,7 +84,7 @@ func TestRandomizedChurnWithBrokenStreams(t *testing.T) {
 	var mu sync.Mutex
 	lastSeen := map[string]string{} // name -> generation the last reconcile saw ("" = absent)
 	m := newManager(t, client)
-	m.Register(controller.NewController("churn", foo.BarV1Type).
+	m.MustRegister(controller.NewController("churn", foo.BarV1Type).
 		WithConcurrency(2).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			res, err := rt.Cache.GetByID(&pbresource.ID{Type: req.ID.Type, Tenancy: req.ID.Tenancy, Name: req.ID.Name})

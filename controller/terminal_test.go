@@ -41,7 +41,7 @@ func TestTerminalErrorIsCountedButNotRetried(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var calls counter
 	m := newManager(t, svc.Client, controller.WithMetrics(reg))
-	m.Register(controller.NewController("terminal", foo.BarV1Type).
+	m.MustRegister(controller.NewController("terminal", foo.BarV1Type).
 		WithConcurrency(1).
 		WithBackoff(time.Millisecond, time.Millisecond).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {

@@ -39,10 +39,13 @@ type Registration struct {
 // Registry holds the known resource types. Implementations are safe for
 // concurrent use; registration normally happens at start-up.
 type Registry interface {
-	// Register adds a type. It panics when the registration is invalid or
-	// the type is already registered: both are programming errors that
-	// should stop a server at start-up.
-	Register(reg Registration)
+	// Register adds a type. It returns an error when the registration is
+	// invalid or the type is already registered.
+	Register(reg Registration) error
+
+	// MustRegister is Register that panics on error: both errors are
+	// programming errors that should stop a server at start-up.
+	MustRegister(reg Registration)
 
 	// Resolve returns the registration of typ (GroupVersion included).
 	Resolve(typ *pbresource.Type) (Registration, bool)
@@ -64,15 +67,15 @@ func NewRegistry() *TypeRegistry {
 	return &TypeRegistry{types: make(map[typeKey]Registration)}
 }
 
-// Register implements Registry.
-func (r *TypeRegistry) Register(reg Registration) {
-	if err := r.TryRegister(reg); err != nil {
+// MustRegister implements Registry.
+func (r *TypeRegistry) MustRegister(reg Registration) {
+	if err := r.Register(reg); err != nil {
 		panic(err)
 	}
 }
 
-// TryRegister is Register that returns its error instead of panicking.
-func (r *TypeRegistry) TryRegister(reg Registration) error {
+// Register implements Registry.
+func (r *TypeRegistry) Register(reg Registration) error {
 	if err := ValidateType(reg.Type); err != nil {
 		return fmt.Errorf("registering type %s: %w", TypeString(reg.Type), err)
 	}

@@ -81,7 +81,7 @@ func TestNormalizeTenancy(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	r := resource.NewRegistry()
 	reg := resource.Registration{Type: barType, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeNamespace}
-	r.Register(reg)
+	require.NoError(t, r.Register(reg))
 
 	got, ok := r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"})
 	require.True(t, ok)
@@ -89,10 +89,11 @@ func TestRegistry(t *testing.T) {
 	_, ok = r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"})
 	assert.False(t, ok)
 
-	assert.PanicsWithError(t, "registering type foo.v1.Bar: already registered", func() { r.Register(reg) })
-	assert.Error(t, r.TryRegister(resource.Registration{Type: barType}))
-	assert.Error(t, r.TryRegister(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}, Proto: &pbresource.Tombstone{}}), "missing scope")
-	err := r.TryRegister(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster})
+	assert.EqualError(t, r.Register(reg), "registering type foo.v1.Bar: already registered")
+	assert.PanicsWithError(t, "registering type foo.v1.Bar: already registered", func() { r.MustRegister(reg) })
+	assert.Error(t, r.Register(resource.Registration{Type: barType}))
+	assert.Error(t, r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}, Proto: &pbresource.Tombstone{}}), "missing scope")
+	err := r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster})
 	assert.ErrorContains(t, err, "scope")
 
 	// The registry keeps its own copy of the type.
@@ -115,7 +116,7 @@ func TestRegistryConcurrentResolve(t *testing.T) {
 			}
 		}()
 	}
-	r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster})
+	require.NoError(t, r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster}))
 	wg.Wait()
 	assert.Len(t, r.Types(), 1)
 }

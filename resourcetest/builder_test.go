@@ -58,7 +58,7 @@ func TestIDTenancy(t *testing.T) {
 
 	// Bound to a registry: the scope's defaults, as the service stores them.
 	reg := resource.NewRegistry()
-	foo.RegisterTypes(reg)
+	require.NoError(t, foo.RegisterTypes(reg))
 	cases := map[*pbresource.Type]string{
 		foo.BarV1Type: "foo.v1.Bar/default.default/b",
 		foo.ZipType:   "foo.v1.Zip/default./b",

@@ -82,7 +82,7 @@ func RunControllers(t T, client pbresource.ResourceServiceClient, controllers ..
 		fatalf(t, "resourcetest: creating the controller manager: %v", err)
 	}
 	for _, c := range controllers {
-		if err := mgr.TryRegister(c); err != nil {
+		if err := mgr.Register(c); err != nil {
 			fatalf(t, "resourcetest: registering a controller: %v", err)
 		}
 	}
@@ -176,7 +176,7 @@ func NewControllerHarness(t T, client pbresource.ResourceServiceClient, ctrl *co
 	if err != nil {
 		fatalf(t, "resourcetest: %v", err)
 	}
-	if err := mgr.TryRegister(ctrl); err != nil {
+	if err := mgr.Register(ctrl); err != nil {
 		fatalf(t, "resourcetest: %v", err)
 	}
 	return &ControllerHarness{

@@ -44,15 +44,16 @@ func (s *Service) Resource(typ *pbresource.Type, name string) *ResourceBuilder {
 type ServiceOption func(*serviceConfig)
 
 type serviceConfig struct {
-	register    []func(resource.Registry)
+	register    []func(resource.Registry) error
 	aclResolver func(ctx context.Context) (resource.Authorizer, error)
 	overGRPC    bool
 	backendOpts []inmem.Option
 	builtins    bool
 }
 
-// WithTypes registers types, e.g. WithTypes(foo.RegisterTypes).
-func WithTypes(register ...func(resource.Registry)) ServiceOption {
+// WithTypes registers types, e.g. WithTypes(foo.RegisterTypes). StartService
+// fails the test if one returns an error.
+func WithTypes(register ...func(resource.Registry) error) ServiceOption {
 	return func(c *serviceConfig) { c.register = append(c.register, register...) }
 }
 
@@ -83,7 +84,8 @@ func WithBuiltinControllers() ServiceOption {
 
 // RunResourceService starts a ResourceService with the given types
 // registered and returns a client for it. It is stopped when the test ends.
-func RunResourceService(t T, register ...func(resource.Registry)) pbresource.ResourceServiceClient {
+// It fails t if a type cannot be registered.
+func RunResourceService(t T, register ...func(resource.Registry) error) pbresource.ResourceServiceClient {
 	return StartService(t, WithTypes(register...)).Client
 }
 
@@ -97,7 +99,9 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	}
 	registry := resource.NewRegistry()
 	for _, r := range cfg.register {
-		r(registry)
+		if err := r(registry); err != nil {
+			fatalf(t, "resourcetest: registering types: %v", err)
+		}
 	}
 	backend := inmem.New(cfg.backendOpts...)
 	srv := server.New(server.Config{Backend: backend, Registry: registry, ACLResolver: cfg.aclResolver})

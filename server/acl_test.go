@@ -109,7 +109,7 @@ func TestACL_Hooks(t *testing.T) {
 	env := newEnv(t)
 	var seen []string
 	typ := &pbresource.Type{Group: "acl", GroupVersion: "v1", Kind: "Guarded"}
-	env.registry.Register(resource.Registration{
+	env.registry.MustRegister(resource.Registration{
 		Type:  typ,
 		Proto: &pbfoov1.Qux{},
 		Scope: resource.ScopeCluster,

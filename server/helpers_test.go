@@ -65,7 +65,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		backend = ec.wrap(b)
 	}
 	reg := resource.NewRegistry()
-	foo.RegisterTypes(reg)
+	require.NoError(t, foo.RegisterTypes(reg))
 	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl})
 	return &testEnv{backend: b, registry: reg, server: s, client: NewInProcessClient(s)}
 }

@@ -216,7 +216,7 @@ func New(cfg Config) *Server {
 		s.logger = hclog.NewNullLogger()
 	}
 	if _, ok := s.registry.Resolve(resource.TypeV1Tombstone); !ok {
-		s.registry.Register(resource.Registration{
+		s.registry.MustRegister(resource.Registration{
 			Type:  resource.TypeV1Tombstone,
 			Proto: &pbresource.Tombstone{},
 			Scope: resource.ScopeNamespace,

@@ -408,7 +408,7 @@ func registerHookType(env *testEnv) {
 		_ = res.Data.UnmarshalTo(&q)
 		return q.Note
 	}
-	env.registry.Register(resource.Registration{
+	env.registry.MustRegister(resource.Registration{
 		Type:  hookType,
 		Proto: &pbfoov1.Qux{},
 		Scope: resource.ScopeCluster,

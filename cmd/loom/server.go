@@ -161,7 +161,9 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer closeFn()
 	registry := resource.NewRegistry()
-	foo.RegisterTypes(registry)
+	if err := foo.RegisterTypes(registry); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 
 	svc := server.New(server.Config{
 		Backend:          backend,
@@ -186,8 +188,12 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	mgr.Register(reaper.Controller())
-	foo.RegisterControllers(mgr)
+	if err := mgr.Register(reaper.Controller()); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if err := foo.RegisterControllers(mgr); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	if lease == nil {
 		mgr.SetLeader(true)
 	}

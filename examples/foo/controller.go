@@ -67,8 +67,8 @@ func BarController() *controller.Controller {
 }
 
 // RegisterControllers adds the example controllers to m.
-func RegisterControllers(m *controller.Manager) {
-	m.Register(BarController())
+func RegisterControllers(m *controller.Manager) error {
+	return m.Register(BarController())
 }
 
 type barReconciler struct{}

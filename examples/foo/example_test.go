@@ -22,7 +22,9 @@ func Example() {
 	ctx := context.Background()
 
 	registry := resource.NewRegistry()
-	foo.RegisterTypes(registry)
+	if err := foo.RegisterTypes(registry); err != nil {
+		panic(err)
+	}
 	srv := server.New(server.Config{Backend: inmem.New(), Registry: registry})
 	client := server.NewInProcessClient(srv)
 

@@ -1,6 +1,8 @@
 package foo
 
 import (
+	"errors"
+
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -27,30 +29,33 @@ var (
 )
 
 // RegisterTypes adds every example type to r. Like Registry.Register, it
-// panics if one of them is already registered.
-func RegisterTypes(r resource.Registry) {
-	r.Register(resource.Registration{
-		Type:     BarV1Type,
-		Proto:    &pbfoov1.Bar{},
-		Scope:    resource.ScopeNamespace,
-		Mutate:   mutateBar(func(b *pbfoov1.Bar, baz string) { b.Baz = baz }),
-		Validate: validateBar[*pbfoov1.Bar],
-	})
-	r.Register(resource.Registration{
-		Type:     BarV2Type,
-		Proto:    &pbfoov2.Bar{},
-		Scope:    resource.ScopeNamespace,
-		Mutate:   mutateBar(func(b *pbfoov2.Bar, baz string) { b.Baz = baz }),
-		Validate: validateBar[*pbfoov2.Bar],
-	})
-	r.Register(resource.Registration{
-		Type:  ZipType,
-		Proto: &pbfoov1.Zip{},
-		Scope: resource.ScopePartition,
-	})
-	r.Register(resource.Registration{
-		Type:  QuxType,
-		Proto: &pbfoov1.Qux{},
-		Scope: resource.ScopeCluster,
-	})
+// returns an error if a type cannot be registered (one is already
+// registered, say); it tries every type and joins their errors.
+func RegisterTypes(r resource.Registry) error {
+	return errors.Join(
+		r.Register(resource.Registration{
+			Type:     BarV1Type,
+			Proto:    &pbfoov1.Bar{},
+			Scope:    resource.ScopeNamespace,
+			Mutate:   mutateBar(func(b *pbfoov1.Bar, baz string) { b.Baz = baz }),
+			Validate: validateBar[*pbfoov1.Bar],
+		}),
+		r.Register(resource.Registration{
+			Type:     BarV2Type,
+			Proto:    &pbfoov2.Bar{},
+			Scope:    resource.ScopeNamespace,
+			Mutate:   mutateBar(func(b *pbfoov2.Bar, baz string) { b.Baz = baz }),
+			Validate: validateBar[*pbfoov2.Bar],
+		}),
+		r.Register(resource.Registration{
+			Type:  ZipType,
+			Proto: &pbfoov1.Zip{},
+			Scope: resource.ScopePartition,
+		}),
+		r.Register(resource.Registration{
+			Type:  QuxType,
+			Proto: &pbfoov1.Qux{},
+			Scope: resource.ScopeCluster,
+		}),
+	)
 }

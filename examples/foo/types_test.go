@@ -2,6 +2,7 @@ package foo
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
@@ -15,7 +16,9 @@ import (
 func newRegistry(t *testing.T) *resource.TypeRegistry {
 	t.Helper()
 	r := resource.NewRegistry()
-	RegisterTypes(r)
+	if err := RegisterTypes(r); err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 
@@ -63,14 +66,14 @@ func TestRegisterTypes(t *testing.T) {
 	}
 }
 
-func TestRegisterTypesTwicePanics(t *testing.T) {
+func TestRegisterTypesTwiceFails(t *testing.T) {
 	r := newRegistry(t)
-	defer func() {
-		if recover() == nil {
-			t.Error("registering the example types twice did not panic")
+	err := RegisterTypes(r)
+	for _, typ := range []*pbresource.Type{BarV1Type, BarV2Type, ZipType, QuxType} {
+		if want := "registering type " + resource.TypeString(typ) + ": already registered"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("registering the example types twice: error %v does not say %q", err, want)
 		}
-	}()
-	RegisterTypes(r)
+	}
 }
 
 // barCase runs the same table against both versions of Bar.

@@ -15,8 +15,12 @@ func runControllers(ctx context.Context, client pbresource.ResourceServiceClient
 	if err != nil {
 		return err
 	}
-	mgr.Register(barController())
-	mgr.Register(localConfigController())
+	if err := mgr.Register(barController()); err != nil {
+		return err
+	}
+	if err := mgr.Register(localConfigController()); err != nil {
+		return err
+	}
 	// A single server is its own leader; several servers use WithLease.
 	mgr.SetLeader(true)
 	return mgr.Run(ctx)

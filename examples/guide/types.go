@@ -12,8 +12,8 @@ import (
 var BarType = &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}
 
 // RegisterTypes registers the guide's types.
-func RegisterTypes(r resource.Registry) {
-	r.Register(resource.Registration{
+func RegisterTypes(r resource.Registry) error {
+	err := r.Register(resource.Registration{
 		Type:     BarType,
 		Proto:    &pbfoov1.Bar{},
 		Scope:    resource.ScopeNamespace,
@@ -23,7 +23,10 @@ func RegisterTypes(r resource.Registry) {
 			Write: authorizeBarWrite,
 		},
 	})
-	r.Register(resource.Registration{
+	if err != nil {
+		return err
+	}
+	return r.Register(resource.Registration{
 		Type:  ZipType,
 		Proto: &pbfoov1.Zip{},
 		Scope: resource.ScopePartition,

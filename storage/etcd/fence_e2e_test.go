@@ -31,7 +31,7 @@ import (
 func TestFenceEndToEnd(t *testing.T) {
 	be := newTestBackend(t)
 	reg := resource.NewRegistry()
-	foo.RegisterTypes(reg)
+	require.NoError(t, foo.RegisterTypes(reg))
 	svc := server.New(server.Config{Backend: be, Registry: reg})
 	client := server.NewInProcessClient(svc)
 	ctx := testContext(t)
@@ -74,7 +74,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	})
 	mgr, err := controller.NewManager(client, nil, controller.WithLease(a))
 	require.NoError(t, err)
-	mgr.Register(controller.NewController("status", foo.BarV1Type).WithReconciler(reconciler))
+	mgr.MustRegister(controller.NewController("status", foo.BarV1Type).WithReconciler(reconciler))
 	mgrCtx, stopMgr := context.WithCancel(context.Background())
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Run(mgrCtx) }()

@@ -34,7 +34,7 @@ func RunReaper(t testing.TB, client pbresource.ResourceServiceClient) (stop func
 	t.Helper()
 	m, err := controller.NewManager(client, nil, controller.WithWatchRetry(time.Millisecond, 10*time.Millisecond))
 	require.NoError(t, err)
-	m.Register(reaper.Controller().WithBackoff(time.Millisecond, 20*time.Millisecond))
+	require.NoError(t, m.Register(reaper.Controller().WithBackoff(time.Millisecond, 20*time.Millisecond)))
 	m.SetLeader(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -66,7 +66,7 @@ type Race struct {
 func RunOwnerDeleteRace(t *testing.T, b storage.Backend, race Race) {
 	t.Helper()
 	reg := resource.NewRegistry()
-	foo.RegisterTypes(reg)
+	require.NoError(t, foo.RegisterTypes(reg))
 	client := server.NewInProcessClient(server.New(server.Config{Backend: b, Registry: reg}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*race.Timeout)
 	defer cancel()
