@@ -13,6 +13,8 @@ type metrics struct {
 	reconcileErrors *prometheus.CounterVec
 	reconcileTime   *prometheus.HistogramVec
 	reconcilePanics *prometheus.CounterVec
+	mapperErrors    *prometheus.CounterVec
+	mapperInvalid   *prometheus.CounterVec
 	queue           *queue.MetricsVec
 }
 
@@ -35,6 +37,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "loom_controller_reconcile_panics_total",
 			Help: "Total number of reconciliations per controller that panicked.",
 		}, []string{"controller"}),
+		mapperErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_mapper_errors_total",
+			Help: "Total number of dependency mapper calls per controller that returned an error or panicked (each is retried).",
+		}, []string{"controller"}),
+		mapperInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_mapper_invalid_requests_total",
+			Help: "Total number of requests per controller that a dependency mapper returned for another type than the controller manages (not queued).",
+		}, []string{"controller"}),
 	}
 	qm, err := queue.NewMetricsVec(reg)
 	if err != nil {
@@ -42,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.queue = qm
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics} {
+		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -55,19 +65,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 type controllerMetrics struct {
 	success, failure, requeue, requeueAfter prometheus.Counter
 	errors, panics                          prometheus.Counter
+	mapperErrors, mapperInvalid             prometheus.Counter
 	time                                    prometheus.Observer
 	queue                                   *queue.Metrics
 }
 
 func (m *metrics) forController(name string) *controllerMetrics {
 	return &controllerMetrics{
-		success:      m.reconcileTotal.WithLabelValues(name, "success"),
-		failure:      m.reconcileTotal.WithLabelValues(name, "error"),
-		requeue:      m.reconcileTotal.WithLabelValues(name, "requeue"),
-		requeueAfter: m.reconcileTotal.WithLabelValues(name, "requeue_after"),
-		errors:       m.reconcileErrors.WithLabelValues(name),
-		panics:       m.reconcilePanics.WithLabelValues(name),
-		time:         m.reconcileTime.WithLabelValues(name),
-		queue:        m.queue.For(name),
+		success:       m.reconcileTotal.WithLabelValues(name, "success"),
+		failure:       m.reconcileTotal.WithLabelValues(name, "error"),
+		requeue:       m.reconcileTotal.WithLabelValues(name, "requeue"),
+		requeueAfter:  m.reconcileTotal.WithLabelValues(name, "requeue_after"),
+		errors:        m.reconcileErrors.WithLabelValues(name),
+		panics:        m.reconcilePanics.WithLabelValues(name),
+		mapperErrors:  m.mapperErrors.WithLabelValues(name),
+		mapperInvalid: m.mapperInvalid.WithLabelValues(name),
+		time:          m.reconcileTime.WithLabelValues(name),
+		queue:         m.queue.For(name),
 	}
 }
