@@ -109,6 +109,11 @@ const consistencyModeKey = "x-consul-consistency-mode"
 // Creation cannot be conditional on the wire: a resource created by
 // someone else between CreateOrUpdate's read (a linearizable one, when it
 // finds nothing) and its write is overwritten by the write.
+//
+// A resource marked for deletion accepts only writes that remove
+// finalizers; the service refuses any other change (the error is returned
+// as it is). A status changed by mutate is refused by the service too: use
+// WriteStatus.
 func CreateOrUpdate(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID, mutate MutateFunc, opts ...Option) (*pbresource.Resource, Result, error) {
 	o := options{attempts: 5, base: 5 * time.Millisecond, max: 100 * time.Millisecond}
 	for _, opt := range opts {

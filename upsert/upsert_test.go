@@ -167,3 +167,27 @@ func TestMutateMayNotChangeID(t *testing.T) {
 	})
 	assert.ErrorContains(t, err, "changed the resource's ID")
 }
+
+// A resource deleted between the read and the write is created again from
+// a fresh round.
+func TestDeletedMeanwhileIsCreated(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	ctx := context.Background()
+	first, _, err := upsert.CreateOrUpdate(ctx, client, barID("b"), setBaz("one"))
+	require.NoError(t, err)
+
+	calls := 0
+	got, result, err := upsert.CreateOrUpdate(ctx, client, barID("b"), func(res *pbresource.Resource) error {
+		calls++
+		if calls == 1 {
+			_, err := client.Delete(ctx, &pbresource.DeleteRequest{Id: res.Id})
+			require.NoError(t, err)
+		}
+		return setBaz("two")(res)
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, calls)
+	assert.Equal(t, upsert.Created, result)
+	assert.NotEqual(t, first.Id.Uid, got.Id.Uid)
+	assert.Equal(t, "two", baz(t, got))
+}
