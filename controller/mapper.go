@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
-	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
 )
@@ -87,7 +86,7 @@ type mappers struct {
 	s       *subscription
 	rt      runtime.Runtime
 	logger  hclog.Logger
-	met     *controllerMetrics
+	met     mapperMetrics
 	retries map[retryKey]*mapperRetry
 }
 
@@ -105,7 +104,7 @@ type mappers struct {
 // bug that no retry would fix: it is logged, counted in
 // loom_controller_mapper_invalid_requests_total and not queued; the
 // mapper's other requests are.
-func (s *subscription) runMappers(ctx context.Context, rt runtime.Runtime, logger hclog.Logger, met *controllerMetrics) {
+func (s *subscription) runMappers(ctx context.Context, rt runtime.Runtime, logger hclog.Logger, met mapperMetrics) {
 	m := &mappers{s: s, rt: rt, logger: logger, met: met, retries: make(map[retryKey]*mapperRetry)}
 	defer m.stopRetries()
 	for {
@@ -137,7 +136,7 @@ func (m *mappers) run(ctx context.Context, j mapperJob) {
 		if ctx.Err() != nil {
 			return
 		}
-		m.met.mapperErrors.Inc()
+		m.met.errors.Inc()
 		m.retry(ctx, j, r, err)
 		return
 	}
@@ -156,7 +155,7 @@ func (m *mappers) run(ctx context.Context, j mapperJob) {
 			continue
 		}
 		if !resource.EqualUnversionedType(req.ID.Type, managed) {
-			m.met.mapperInvalid.Inc()
+			m.met.invalid.Inc()
 			m.logger.Error("dependency mapper returned a request for another type than the controller manages; not queued",
 				"resource", resource.IDString(j.event.Resource.GetId()), "request", resource.IDString(req.ID),
 				"managed_type", resource.TypeString(managed))
@@ -183,7 +182,7 @@ func (m *mappers) retry(ctx context.Context, j mapperJob, r *mapperRetry, err er
 		r = &mapperRetry{
 			key:     k,
 			job:     j,
-			backoff: retry.NewBackOff(orDefault(m.s.c.baseBackoff, queue.DefaultBaseDelay), orDefault(m.s.c.maxBackoff, queue.DefaultMaxDelay)),
+			backoff: m.s.c.newBackOff(queue.DefaultMaxDelay),
 		}
 		m.retries[k] = r
 	}

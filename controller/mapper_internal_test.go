@@ -30,7 +30,7 @@ func newTestMappers(t *testing.T) *mappers {
 		queue: queue.New[runtime.RequestKey, runtime.Request](queue.Options{}),
 	}
 	s.inbox.init()
-	m := &mappers{s: s, logger: hclog.NewNullLogger(), met: met.forController("test"), retries: map[retryKey]*mapperRetry{}}
+	m := &mappers{s: s, logger: hclog.NewNullLogger(), met: met.forMappers("test"), retries: map[retryKey]*mapperRetry{}}
 	t.Cleanup(func() {
 		m.stopRetries()
 		s.queue.ShutDownNow()

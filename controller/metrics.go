@@ -65,22 +65,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 type controllerMetrics struct {
 	success, failure, requeue, requeueAfter prometheus.Counter
 	errors, panics                          prometheus.Counter
-	mapperErrors, mapperInvalid             prometheus.Counter
 	time                                    prometheus.Observer
 	queue                                   *queue.Metrics
 }
 
 func (m *metrics) forController(name string) *controllerMetrics {
 	return &controllerMetrics{
-		success:       m.reconcileTotal.WithLabelValues(name, "success"),
-		failure:       m.reconcileTotal.WithLabelValues(name, "error"),
-		requeue:       m.reconcileTotal.WithLabelValues(name, "requeue"),
-		requeueAfter:  m.reconcileTotal.WithLabelValues(name, "requeue_after"),
-		errors:        m.reconcileErrors.WithLabelValues(name),
-		panics:        m.reconcilePanics.WithLabelValues(name),
-		mapperErrors:  m.mapperErrors.WithLabelValues(name),
-		mapperInvalid: m.mapperInvalid.WithLabelValues(name),
-		time:          m.reconcileTime.WithLabelValues(name),
-		queue:         m.queue.For(name),
+		success:      m.reconcileTotal.WithLabelValues(name, "success"),
+		failure:      m.reconcileTotal.WithLabelValues(name, "error"),
+		requeue:      m.reconcileTotal.WithLabelValues(name, "requeue"),
+		requeueAfter: m.reconcileTotal.WithLabelValues(name, "requeue_after"),
+		errors:       m.reconcileErrors.WithLabelValues(name),
+		panics:       m.reconcilePanics.WithLabelValues(name),
+		time:         m.reconcileTime.WithLabelValues(name),
+		queue:        m.queue.For(name),
+	}
+}
+
+// mapperMetrics are one controller's dependency-mapper metrics.
+type mapperMetrics struct {
+	errors, invalid prometheus.Counter
+}
+
+func (m *metrics) forMappers(name string) mapperMetrics {
+	return mapperMetrics{
+		errors:  m.mapperErrors.WithLabelValues(name),
+		invalid: m.mapperInvalid.WithLabelValues(name),
 	}
 }
