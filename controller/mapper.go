@@ -94,8 +94,10 @@ type mappers struct {
 // queues the requests they return.
 //
 // A mapper that fails (error or panic) is retried with the controller's
-// backoff (WithBackoff) until it succeeds or the controller stops; each
-// failure is counted in loom_controller_mapper_errors_total. A newer change
+// backoff (WithBackoff) until it succeeds or the controller stops (a
+// controller that starts again queues every managed resource, so nothing
+// is lost with the pending retries); each failure is counted in
+// loom_controller_mapper_errors_total. A newer change
 // of the same watched resource supersedes a failed one: mappers map the
 // resource's latest state, as reconcilers do, so only the latest change is
 // retried, and a newer change that maps successfully cancels the retry.

@@ -104,7 +104,15 @@ func TestKeepsFinalizersMetadataAndStatus(t *testing.T) {
 // A concurrent write between the read and the write makes the CAS write
 // fail; the next round starts from the fresh copy and keeps both changes.
 func TestConflictIsRetriedFromFreshCopy(t *testing.T) {
-	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	t.Run("in-process", func(t *testing.T) {
+		testConflictIsRetriedFromFreshCopy(t, resourcetest.RunResourceService(t, foo.RegisterTypes))
+	})
+	t.Run("grpc", func(t *testing.T) {
+		testConflictIsRetriedFromFreshCopy(t, resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes), resourcetest.OverGRPC()).Client)
+	})
+}
+
+func testConflictIsRetriedFromFreshCopy(t *testing.T, client pbresource.ResourceServiceClient) {
 	ctx := context.Background()
 	_, _, err := upsert.CreateOrUpdate(ctx, client, barID("b"), setBaz("one"))
 	require.NoError(t, err)
