@@ -104,7 +104,8 @@ const consistencyModeKey = "x-consul-consistency-mode"
 //
 // When mutate changes nothing, nothing is written and the result is
 // Unchanged; so is a write the service finds to be a no-op (same version).
-// It returns the resource as stored afterwards.
+// It returns the resource as stored afterwards; on error, nil and
+// Unchanged.
 //
 // Creation cannot be conditional on the wire: a resource created by
 // someone else between CreateOrUpdate's read (a linearizable one, when it
