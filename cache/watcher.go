@@ -10,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"google.golang.org/grpc/codes"
@@ -45,11 +46,10 @@ func (w *Watcher) Run(ctx context.Context, typ *pbresource.Type, sink func(Event
 		logger = hclog.NewNullLogger()
 	}
 	logger = logger.With("type", resource.TypeString(typ))
-	retry := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(orDefault(w.RetryMin, 10*time.Millisecond)),
-		backoff.WithMaxInterval(orDefault(w.RetryMax, 5*time.Second)),
-		backoff.WithMaxElapsedTime(0),
-	)
+	// Jitter: after a server restart every client re-opens its streams at
+	// once; spreading them out spares the server.
+	bo := retry.NewBackOff(orDefault(w.RetryMin, 10*time.Millisecond), orDefault(w.RetryMax, 5*time.Second),
+		backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor))
 	var once sync.Once
 	markPrimed := func() {
 		if primed != nil {
@@ -62,9 +62,9 @@ func (w *Watcher) Run(ctx context.Context, typ *pbresource.Type, sink func(Event
 			return nil
 		}
 		if gotSnapshot {
-			retry.Reset()
+			bo.Reset()
 		}
-		wait := retry.NextBackOff()
+		wait := bo.NextBackOff()
 		switch status.Code(err) {
 		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
 			// Retrying will not help until someone fixes the setup (e.g.

@@ -60,7 +60,10 @@ func (c *Controller) WithReconciler(r runtime.Reconciler) *Controller {
 // WithWatch makes the controller watch typ: every change to a resource of
 // typ is passed to mapper, and the requests it returns are queued. indexes
 // are added to the cache for typ. A type can be watched once per
-// controller; the managed type needs no watch.
+// controller; the managed type needs no watch. A failing mapper is retried
+// with backoff until it succeeds (a newer change of the same resource takes
+// the failed one's place); requests it returns for another type than the
+// managed one are logged, counted and dropped.
 func (c *Controller) WithWatch(typ *pbresource.Type, mapper runtime.DependencyMapper, indexes ...*cache.Index) *Controller {
 	c.watches = append(c.watches, watch{typ: typ, mapper: mapper, indexes: indexes})
 	return c
@@ -89,7 +92,8 @@ func (c *Controller) WithInitializer(i runtime.Initializer) *Controller {
 }
 
 // WithBackoff sets the bounds of the per-request exponential backoff after
-// errors (default 5 ms and 1000 s).
+// errors (default 5 ms and 1000 s). Failed dependency mappers are retried
+// with the same bounds, per watched resource.
 func (c *Controller) WithBackoff(base, max time.Duration) *Controller {
 	if base <= 0 || max < base {
 		c.problems = append(c.problems, fmt.Sprintf("WithBackoff(%s, %s): need 0 < base <= max", base, max))

@@ -13,6 +13,8 @@ type metrics struct {
 	reconcileErrors *prometheus.CounterVec
 	reconcileTime   *prometheus.HistogramVec
 	reconcilePanics *prometheus.CounterVec
+	mapperErrors    *prometheus.CounterVec
+	mapperInvalid   *prometheus.CounterVec
 	queue           *queue.MetricsVec
 }
 
@@ -35,6 +37,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "loom_controller_reconcile_panics_total",
 			Help: "Total number of reconciliations per controller that panicked.",
 		}, []string{"controller"}),
+		mapperErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_mapper_errors_total",
+			Help: "Total number of dependency mapper calls per controller that returned an error or panicked (each is retried).",
+		}, []string{"controller"}),
+		mapperInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_mapper_invalid_requests_total",
+			Help: "Total number of requests per controller that a dependency mapper returned for another type than the controller manages (not queued).",
+		}, []string{"controller"}),
 	}
 	qm, err := queue.NewMetricsVec(reg)
 	if err != nil {
@@ -42,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.queue = qm
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics} {
+		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -71,5 +81,17 @@ func (m *metrics) forController(name string) *controllerMetrics {
 		panics:       m.reconcilePanics.WithLabelValues(name),
 		time:         m.reconcileTime.WithLabelValues(name),
 		queue:        m.queue.For(name),
+	}
+}
+
+// mapperMetrics are one controller's dependency-mapper metrics.
+type mapperMetrics struct {
+	errors, invalid prometheus.Counter
+}
+
+func (m *metrics) forMappers(name string) mapperMetrics {
+	return mapperMetrics{
+		errors:  m.mapperErrors.WithLabelValues(name),
+		invalid: m.mapperInvalid.WithLabelValues(name),
 	}
 }

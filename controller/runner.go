@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
@@ -96,7 +95,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.runMappers(ctx, rt, logger)
+		s.runMappers(ctx, rt, logger, m.metrics.forMappers(c.name))
 	}()
 	for i := 0; i < c.concurrency; i++ {
 		wg.Add(1)
@@ -114,11 +113,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 
 // initialize runs c's initializer until it succeeds; false if ctx ended.
 func (m *Manager) initialize(ctx context.Context, c *Controller, rt runtime.Runtime, logger hclog.Logger) bool {
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(orDefault(c.baseBackoff, queue.DefaultBaseDelay)),
-		backoff.WithMaxInterval(orDefault(c.maxBackoff, 30*time.Second)),
-		backoff.WithMaxElapsedTime(0),
-	)
+	b := c.newBackOff(30 * time.Second)
 	for {
 		err := safeCall(func() error { return c.initializer.Initialize(ctx, rt) })
 		if err == nil {

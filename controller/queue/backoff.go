@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/loomrt/loom/internal/retry"
 )
 
 // backoffs keeps one exponential backoff per failing key. It is guarded by
@@ -26,16 +27,7 @@ func newBackoffs[K comparable](base, max time.Duration) backoffs[K] {
 func (b *backoffs[K]) next(key K) time.Duration {
 	kb, ok := b.keys[key]
 	if !ok {
-		eb := backoff.NewExponentialBackOff(
-			backoff.WithInitialInterval(b.base),
-			backoff.WithMaxInterval(b.max),
-			backoff.WithMultiplier(2),
-			// No jitter: delays are predictable, as controller authors and
-			// tests expect; keys spread out by themselves.
-			backoff.WithRandomizationFactor(0),
-			// Never give up: a controller retries until it succeeds.
-			backoff.WithMaxElapsedTime(0),
-		)
+		eb := retry.NewBackOff(b.base, b.max)
 		kb = &keyBackoff{b: eb}
 		b.keys[key] = kb
 	}
