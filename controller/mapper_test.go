@@ -29,7 +29,7 @@ func mapperHarness(t *testing.T, mapper runtime.DependencyMapper) (pbresource.Re
 	reg := prometheus.NewRegistry()
 	reconciled := make(chan runtime.Request, 100)
 	m := newManager(t, svc.Client, controller.WithMetrics(reg))
-	m.Register(controller.NewController("mapped", foo.BarV1Type).
+	m.MustRegister(controller.NewController("mapped", foo.BarV1Type).
 		WithBackoff(time.Millisecond, 4*time.Millisecond).
 		WithWatch(foo.ZipType, mapper).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {

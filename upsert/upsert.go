@@ -90,10 +90,6 @@ func WithBackoff(base, max time.Duration) Option {
 	}
 }
 
-// consistencyModeKey is the gRPC metadata key that asks for a linearizable
-// Read (the same key as the service's ConsistencyModeKey).
-const consistencyModeKey = "x-consul-consistency-mode"
-
 // CreateOrUpdate reads the resource id names (by type, tenancy and name;
 // a Uid in id is ignored), lets mutate change a copy of it, and writes the
 // copy back with a compare-and-swap on the version read. If the resource
@@ -185,7 +181,7 @@ func once(ctx context.Context, client pbresource.ResourceServiceClient, id *pbre
 func read(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID) (*pbresource.Resource, error) {
 	rsp, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
 	if status.Code(err) == codes.NotFound {
-		consistent := metadata.AppendToOutgoingContext(ctx, consistencyModeKey, "consistent")
+		consistent := metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 		rsp, err = client.Read(consistent, &pbresource.ReadRequest{Id: id})
 	}
 	if status.Code(err) == codes.NotFound {
