@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
+	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
@@ -24,6 +25,8 @@ type subscription struct {
 	watches    map[string]runtime.DependencyMapper
 	queue      *workQueue
 	inbox      inbox
+	filters    map[string][]predicate.Predicate // nil without WithEventFilter
+	logger     hclog.Logger
 }
 
 func (s *subscription) typeKeys() []string {
@@ -37,6 +40,9 @@ func (s *subscription) typeKeys() []string {
 // deliver routes one cache change: the managed type queues the resource,
 // a watched type goes to its mapper.
 func (s *subscription) deliver(typeKey string, ev cache.Event) {
+	if f := s.filters[typeKey]; f != nil && !passes(f, ev, s.logger) {
+		return
+	}
 	if typeKey == s.managedKey {
 		req := runtime.Request{ID: resource.CloneID(ev.Resource.Id)}
 		s.queue.Add(req.Key(), req)
@@ -72,6 +78,8 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		managedKey: resource.UnversionedTypeString(c.managedType),
 		watches:    make(map[string]runtime.DependencyMapper),
 		queue:      q,
+		filters:    c.eventFilters(),
+		logger:     logger,
 	}
 	s.inbox.init()
 	for _, w := range c.watches {
