@@ -60,6 +60,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	if logger == nil {
 		logger = m.logger.Named(c.name)
 	}
+	logger = logger.With("controller", c.name)
 	rt := runtime.Runtime{Client: client, Logger: logger, Cache: m.cache}
 	met := m.metrics.forController(c.name)
 	q := queue.New[runtime.RequestKey, runtime.Request](queue.Options{
@@ -168,7 +169,8 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) reconcile(ctx context.Context, key runtime.RequestKey, req runtime.Request) {
 	start := time.Now()
-	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, w.rt, req) })
+	rt := w.runtimeFor(key)
+	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
 	w.met.time.Observe(time.Since(start).Seconds())
 	if IsTerminalError(err) {
 		w.met.terminal.Inc()
