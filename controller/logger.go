@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/runtime"
 )
 
@@ -20,8 +21,8 @@ import (
 // struct. Level checks, Name, GetLevel and SetLevel go to the controller's
 // logger (SetLevel changes it, as it would through a With-logger).
 type requestLogger struct {
-	hclog.Logger // the controller's logger
-	key          runtime.RequestKey
+	hclog.Logger                // the controller's logger
+	id           *pbresource.ID // the request's; its key is rendered only when needed
 	// gate: skip building the With-logger for a message below the
 	// controller logger's level. Off for an InterceptLogger, whose sinks
 	// may want messages below its own level.
@@ -30,13 +31,15 @@ type requestLogger struct {
 	with hclog.Logger
 }
 
-func newRequestLogger(base hclog.Logger, key runtime.RequestKey) *requestLogger {
+func newRequestLogger(base hclog.Logger, req runtime.Request) *requestLogger {
 	_, intercept := base.(hclog.InterceptLogger)
-	return &requestLogger{Logger: base, key: key, gate: !intercept}
+	return &requestLogger{Logger: base, id: req.ID, gate: !intercept}
 }
 
 func (l *requestLogger) get() hclog.Logger {
-	l.once.Do(func() { l.with = l.Logger.With("request", l.key.String()) })
+	l.once.Do(func() {
+		l.with = l.Logger.With("request", runtime.Request{ID: l.id}.Key().String())
+	})
 	return l.with
 }
 
@@ -93,10 +96,10 @@ func (l *requestLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Wri
 	return l.get().StandardWriter(opts)
 }
 
-// runtimeFor returns the Runtime of one reconcile of key: the worker's,
+// runtimeFor returns the Runtime of one reconcile of req: the worker's,
 // with a logger that names the request.
-func (w *worker) runtimeFor(key runtime.RequestKey) runtime.Runtime {
+func (w *worker) runtimeFor(req runtime.Request) runtime.Runtime {
 	rt := w.rt
-	rt.Logger = newRequestLogger(w.logger, key)
+	rt.Logger = newRequestLogger(w.logger, req)
 	return rt
 }

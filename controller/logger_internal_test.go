@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/runtime"
 	"github.com/stretchr/testify/assert"
 )
@@ -13,15 +14,15 @@ import (
 // pays for the request logger itself, not for hclog's With.
 func TestRequestLoggerIsLazy(t *testing.T) {
 	base := hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Info})
-	key := runtime.RequestKey{Partition: "p", Namespace: "n", Name: "a"}
+	req := runtime.Request{ID: &pbresource.ID{Name: "a", Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}}}
 	var sink hclog.Logger
 	quiet := testing.AllocsPerRun(100, func() {
-		l := newRequestLogger(base, key)
+		l := newRequestLogger(base, req)
 		l.Debug("below the level")
 		sink = l
 	})
 	assert.Equal(t, 1.0, quiet, "only the request logger itself")
-	l := newRequestLogger(base, key)
+	l := newRequestLogger(base, req)
 	l.Debug("below the level")
 	assert.Nil(t, l.with, "not built for a message below the level")
 	l.Info("logged")

@@ -169,7 +169,7 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) reconcile(ctx context.Context, key runtime.RequestKey, req runtime.Request) {
 	start := time.Now()
-	rt := w.runtimeFor(key)
+	rt := w.runtimeFor(req)
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
 	w.met.time.Observe(time.Since(start).Seconds())
 	if IsTerminalError(err) {
