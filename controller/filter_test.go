@@ -76,7 +76,7 @@ func TestIgnoreOwnStatusDropsTheSelfTriggeredReconcile(t *testing.T) {
 				c.WithEventFilter(foo.BarV1Type, predicate.IgnoreOwnStatus("own"))
 			}
 			m := newManager(t, svc.Client)
-			m.Register(c)
+			m.MustRegister(c)
 			m.SetLeader(true)
 			runManager(t, m)
 			waitStarted(t, svc.Client, func(n string) bool { return s.returned.get(n) > 0 })
@@ -104,7 +104,7 @@ func TestGenerationChangedFiltersAWatchedType(t *testing.T) {
 	svc := startService(t)
 	var mapped, reconciled counter
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("bar", foo.BarV1Type).
+	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
 		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
 			reconciled.inc(req.ID.Name)
 			return nil
@@ -144,7 +144,7 @@ func TestCustomEventFilterAndPanickingFilter(t *testing.T) {
 	s := &statusWriter{}
 	var olds atomic.Int32
 	m := newManager(t, svc.Client)
-	m.Register(controller.NewController("bar", foo.BarV1Type).
+	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
 		WithReconciler(s).
 		WithEventFilter(foo.BarV1Type,
 			func(ev cache.Event) bool {

@@ -59,7 +59,7 @@ func TestReconcileLoggerNamesControllerAndRequest(t *testing.T) {
 				done.inc(req.ID.Name)
 				return nil
 			}))
-			m.Register(c)
+			m.MustRegister(c)
 			m.SetLeader(true)
 			runManager(t, m)
 			require.Eventually(t, func() bool { return done.get("a") > 0 }, 5*time.Second, time.Millisecond)
