@@ -49,6 +49,7 @@ func (s *subscription) deliver(typeKey string, ev cache.Event) {
 		return
 	}
 	if mapper, ok := s.watches[typeKey]; ok {
+		ev.Old = nil // mappers see the new state; do not keep the old copy alive while the change waits
 		s.inbox.push(mapperJob{mapper: mapper, event: ev})
 	}
 }
