@@ -290,10 +290,15 @@ func TestReplace(t *testing.T) {
 	})
 	require.NoError(t, err)
 	got := map[string]cache.EventKind{}
+	oldVersions := map[string]string{}
 	for _, e := range events {
 		got[e.Resource.Id.Name] = e.Kind
+		oldVersions[e.Resource.Id.Name] = e.Old.GetVersion()
 	}
 	assert.Equal(t, map[string]cache.EventKind{"change": cache.Upserted, "new": cache.Upserted, "gone": cache.Deleted}, got)
+	// Old is the copy the cache held before: none for a new resource, the
+	// removed one for a deletion.
+	assert.Equal(t, map[string]string{"change": "1", "new": "", "gone": "1"}, oldVersions)
 	assert.Equal(t, 3, c.Len(artistType))
 }
 

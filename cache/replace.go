@@ -15,11 +15,15 @@ const (
 )
 
 // Event is a change applied to the cache, handed to the Watcher's sink.
-// Resource is the new state (Upserted) or the last known state (Deleted). It
-// is the cache's own copy: read it, never change it.
+// Resource is the new state (Upserted) or the last known state (Deleted).
+// Old is the copy the cache held before the change (nil when the cache held
+// none, i.e. the resource is new to it); for a Deleted event it is what the
+// cache removed. Both are the cache's own copies: read them, never change
+// them. Old costs nothing extra: the cache drops it anyway.
 type Event struct {
 	Kind     EventKind
 	Resource *pbresource.Resource
+	Old      *pbresource.Resource
 }
 
 // Replace makes resources the entire content of their type in one step, as
@@ -49,10 +53,11 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		if prev, ok := tc.byID[k]; ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
 			continue // unchanged: keep the stored copy
 		}
-		if _, err := tc.upsert(res); err != nil {
+		old, err := tc.upsert(res)
+		if err != nil {
 			return events, err
 		}
-		events = append(events, Event{Kind: Upserted, Resource: res})
+		events = append(events, Event{Kind: Upserted, Resource: res, Old: old})
 	}
 	for k, e := range tc.byID {
 		if _, ok := seen[k]; ok {
@@ -60,7 +65,7 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		}
 		removeEntry(e)
 		delete(tc.byID, k)
-		events = append(events, Event{Kind: Deleted, Resource: e.res})
+		events = append(events, Event{Kind: Deleted, Resource: e.res, Old: e.res})
 	}
 	return events, nil
 }

@@ -124,10 +124,11 @@ func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func
 				snapshot = append(snapshot, res)
 				continue
 			}
-			if _, err := w.Cache.Upsert(res); err != nil {
+			old, err := w.Cache.Upsert(res)
+			if err != nil {
 				return true, err
 			}
-			sink(Event{Kind: Upserted, Resource: res})
+			sink(Event{Kind: Upserted, Resource: res, Old: old})
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
 			if res.GetId() == nil {
@@ -143,7 +144,7 @@ func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func
 				return true, err
 			}
 			if old != nil {
-				sink(Event{Kind: Deleted, Resource: res})
+				sink(Event{Kind: Deleted, Resource: res, Old: old})
 			}
 		case *pbresource.WatchEvent_EndOfSnapshot_:
 			if !inSnapshot {

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
@@ -212,13 +214,19 @@ type runningManager struct {
 	done   chan error
 }
 
-func startManager(b *testing.B, client pbresource.ResourceServiceClient, rec runtime.Reconciler) *runningManager {
+// startManager runs the W1 controller, with filters on its managed type if
+// any are given.
+func startManager(b *testing.B, client pbresource.ResourceServiceClient, rec runtime.Reconciler, filters ...predicate.Predicate) *runningManager {
 	b.Helper()
 	m, err := controller.NewManager(client, nil, controller.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.MustRegister(controller.NewController("widget", widgetType).WithReconciler(rec))
+	c := controller.NewController("widget", widgetType).WithReconciler(rec)
+	if len(filters) > 0 {
+		c.WithEventFilter(widgetType, filters...)
+	}
+	m.MustRegister(c)
 	m.SetLeader(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	rm := &runningManager{m: m, cancel: cancel, done: make(chan error, 1)}
@@ -250,14 +258,21 @@ func (rm *runningManager) stop(b *testing.B) {
 // not move over one more poll (a queued key would have been taken by an
 // idle worker meanwhile). It polls cheaply, so it can run inside the
 // measured span: the no-op reconciles the status writes trigger are part of
-// the workload's CPU cost.
-func quiesce(b *testing.B, rec *widgetReconciler, n int) {
+// the workload's CPU cost. With the own-status filter (dropped not nil) those
+// reconciles do not happen; there, every resource's status-write event
+// having reached the cache and been dropped by the filter takes the place
+// of "reconciled from a copy with its status".
+func quiesce(b *testing.B, rec *widgetReconciler, n int, dropped *atomic.Int64) {
 	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	last := int64(-1)
 	for {
 		cur := rec.reconciles.Load()
-		if rec.settled.Load() == int64(n) && rec.inFlight.Load() == 0 && cur == last {
+		done := rec.settled.Load() == int64(n)
+		if dropped != nil {
+			done = dropped.Load() == int64(n)
+		}
+		if done && rec.inFlight.Load() == 0 && cur == last {
 			return
 		}
 		last = cur
@@ -295,7 +310,16 @@ func verifyStore(b *testing.B, client pbresource.ResourceServiceClient, n int) {
 // the in-process client from one goroutine.
 func BenchmarkW1(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchW1(b, n, false) })
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchW1(b, n, false, false) })
+	}
+}
+
+// BenchmarkW1OwnStatus is W1 with the controller's own-status filter
+// (predicate.IgnoreOwnStatus on its status key): the event of each status
+// write is dropped instead of queuing a reconcile that finds nothing to do.
+func BenchmarkW1OwnStatus(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchW1(b, n, false, true) })
 	}
 }
 
@@ -304,11 +328,13 @@ func BenchmarkW1(b *testing.B) {
 // the figure isolates the controller side's transport).
 func BenchmarkW1g(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchW1(b, n, true) })
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchW1(b, n, true, false) })
 	}
 }
 
-func benchW1(b *testing.B, n int, overGRPC bool) {
+// benchW1 runs W1; ownStatusFilter adds predicate.IgnoreOwnStatus, wrapped
+// to count what it drops (for quiesce).
+func benchW1(b *testing.B, n int, overGRPC, ownStatusFilter bool) {
 	names := widgetNames(n)
 	var wall, cpu time.Duration
 	var reconciles, statusWrites int64
@@ -319,7 +345,20 @@ func benchW1(b *testing.B, n int, overGRPC bool) {
 		writes := widgetWrites(b, names)
 		counter := &statusCounter{ResourceServiceClient: env.ctrl, target: int64(n), done: make(chan struct{})}
 		rec := newWidgetReconciler(names)
-		rm := startManager(b, counter, rec)
+		var filters []predicate.Predicate
+		var dropped *atomic.Int64
+		if ownStatusFilter {
+			dropped = new(atomic.Int64)
+			own := predicate.IgnoreOwnStatus(widgetStatusKey)
+			filters = append(filters, func(ev cache.Event) bool {
+				if own(ev) {
+					return true
+				}
+				dropped.Add(1)
+				return false
+			})
+		}
+		rm := startManager(b, counter, rec, filters...)
 		rm.waitPrimed(b)
 		goruntime.GC()
 
@@ -343,7 +382,7 @@ func benchW1(b *testing.B, n int, overGRPC bool) {
 				counter.writes.Load(), n, rec.failed.Load(), rec.lastError.Load())
 		}
 		wall += time.Since(start)
-		quiesce(b, rec, n)
+		quiesce(b, rec, n, dropped)
 		r := span.Stop()
 		b.StopTimer()
 
@@ -420,7 +459,7 @@ func benchW2(b *testing.B, n int) {
 		// Manager running minus the heap once it stopped and was dropped.
 		// The store and the benchmark's own bookkeeping (rec, counter) stay
 		// alive across both readings.
-		quiesce(b, rec, n)
+		quiesce(b, rec, n, nil)
 		if got := counter.writes.Load(); got != int64(n) {
 			b.Fatalf("%d status writes for %d resources, want exactly %d", got, n, n)
 		}

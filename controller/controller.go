@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
@@ -20,6 +21,7 @@ type Controller struct {
 	indexes     []*cache.Index
 	watches     []watch
 	queries     []namedQuery
+	filters     []eventFilter
 	reconciler  runtime.Reconciler
 	initializer runtime.Initializer
 	placement   Placement
@@ -34,6 +36,11 @@ type watch struct {
 	typ     *pbresource.Type
 	mapper  runtime.DependencyMapper
 	indexes []*cache.Index
+}
+
+type eventFilter struct {
+	typ        *pbresource.Type
+	predicates []predicate.Predicate
 }
 
 type namedQuery struct {
@@ -66,6 +73,18 @@ func (c *Controller) WithReconciler(r runtime.Reconciler) *Controller {
 // managed one are logged, counted and dropped.
 func (c *Controller) WithWatch(typ *pbresource.Type, mapper runtime.DependencyMapper, indexes ...*cache.Index) *Controller {
 	c.watches = append(c.watches, watch{typ: typ, mapper: mapper, indexes: indexes})
+	return c
+}
+
+// WithEventFilter makes the controller hear only of the changes to
+// resources of typ (the managed type, or a type it watches) that pass every
+// one of predicates; the rest are dropped before they are queued or mapped.
+// Calling it again for the same type adds predicates. Filters see changes
+// only: the resources queued when the controller starts are queued
+// unfiltered. See package predicate for the ready-made filters and when
+// they are unsafe. A panicking predicate is logged and the change passes.
+func (c *Controller) WithEventFilter(typ *pbresource.Type, predicates ...predicate.Predicate) *Controller {
+	c.filters = append(c.filters, eventFilter{typ: typ, predicates: predicates})
 	return c
 }
 
@@ -151,6 +170,17 @@ func (c *Controller) validate() error {
 		seen[key] = true
 		if w.mapper == nil {
 			problems = append(problems, fmt.Sprintf("WithWatch(%s): nil dependency mapper", resource.TypeString(w.typ)))
+		}
+	}
+	for _, f := range c.filters {
+		if f.typ == nil || !seen[resource.UnversionedTypeString(f.typ)] {
+			problems = append(problems, fmt.Sprintf("WithEventFilter(%s): not the managed type nor a watched one", resource.TypeString(f.typ)))
+		}
+		for _, p := range f.predicates {
+			if p == nil {
+				problems = append(problems, fmt.Sprintf("WithEventFilter(%s): nil predicate", resource.TypeString(f.typ)))
+				break
+			}
 		}
 	}
 	queryNames := map[string]bool{}

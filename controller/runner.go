@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
+	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/runtime"
@@ -24,6 +25,8 @@ type subscription struct {
 	watches    map[string]runtime.DependencyMapper
 	queue      *workQueue
 	inbox      inbox
+	filters    map[string][]predicate.Predicate // nil without WithEventFilter
+	logger     hclog.Logger
 }
 
 func (s *subscription) typeKeys() []string {
@@ -37,12 +40,16 @@ func (s *subscription) typeKeys() []string {
 // deliver routes one cache change: the managed type queues the resource,
 // a watched type goes to its mapper.
 func (s *subscription) deliver(typeKey string, ev cache.Event) {
+	if f := s.filters[typeKey]; f != nil && !passes(f, ev, s.logger) {
+		return
+	}
 	if typeKey == s.managedKey {
 		req := runtime.Request{ID: resource.CloneID(ev.Resource.Id)}
 		s.queue.Add(req.Key(), req)
 		return
 	}
 	if mapper, ok := s.watches[typeKey]; ok {
+		ev.Old = nil // mappers see the new state; do not keep the old copy alive while the change waits
 		s.inbox.push(mapperJob{mapper: mapper, event: ev})
 	}
 }
@@ -54,6 +61,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	if logger == nil {
 		logger = m.logger.Named(c.name)
 	}
+	logger = logger.With("controller", c.name)
 	rt := runtime.Runtime{Client: client, Logger: logger, Cache: m.cache}
 	met := m.metrics.forController(c.name)
 	q := queue.New[runtime.RequestKey, runtime.Request](queue.Options{
@@ -72,6 +80,8 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		managedKey: resource.UnversionedTypeString(c.managedType),
 		watches:    make(map[string]runtime.DependencyMapper),
 		queue:      q,
+		filters:    c.eventFilters(),
+		logger:     logger,
 	}
 	s.inbox.init()
 	for _, w := range c.watches {
@@ -160,7 +170,8 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) reconcile(ctx context.Context, key runtime.RequestKey, req runtime.Request) {
 	start := time.Now()
-	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, w.rt, req) })
+	rt := w.runtimeFor(req)
+	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
 	w.met.time.Observe(time.Since(start).Seconds())
 	if IsTerminalError(err) {
 		w.met.terminal.Inc()

@@ -18,7 +18,11 @@ import (
 type Runtime struct {
 	// Client talks to the ResourceService. Write through it.
 	Client pbresource.ResourceServiceClient
-	// Logger is the controller's logger.
+	// Logger is the controller's logger, with the controller's name as the
+	// "controller" field. In a reconcile it also names the request, as the
+	// "request" field ("partition/namespace/name"), like controller-runtime's
+	// log.FromContext; that logger is built on the first message, so a
+	// reconcile that does not log does not pay for it.
 	Logger hclog.Logger
 	// Cache is the Manager's shared cache, holding every type the
 	// controller watches, primed before any reconcile. Read from it.

@@ -103,3 +103,18 @@ func TestInitializerLeavesAnExistingBarAlone(t *testing.T) {
 	again := h.Client.RequireVersionUnchanged(t, id, reconciled.Version)
 	require.Equal(t, barFinalizer, again.Metadata["finalizers"])
 }
+
+// TestFilteredBarControllerSettles runs the guide's filtered controller: a
+// new Bar still gets its finalizer and its status (the finalizer write is a
+// new generation, which the own-status filter passes), and the status write
+// that follows wakes nothing.
+func TestFilteredBarControllerSettles(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(RegisterTypes))
+	resourcetest.RunControllers(t, svc.Client, filteredBarController())
+	bar := svc.Resource(BarType, "filtered").WithData(t, &pbfoov1.Bar{Baz: "x"}).Write(t, svc.Client)
+	require.Eventually(t, func() bool {
+		rsp, err := svc.Client.Read(context.Background(), &pbresource.ReadRequest{Id: bar.Id})
+		return err == nil && rsp.Resource.Metadata["finalizers"] == barFinalizer &&
+			rsp.Resource.Status["guide.bar"].GetObservedGeneration() == rsp.Resource.Generation
+	}, 5*time.Second, 2*time.Millisecond)
+}
