@@ -67,21 +67,54 @@ func testLogger(t T, name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level, Output: out})
 }
 
+// RunOption configures RunControllersWith.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	controllers []*controller.Controller
+	managerOpts []controller.ManagerOption
+}
+
+// Controllers registers controllers on the Manager RunControllersWith runs.
+func Controllers(controllers ...*controller.Controller) RunOption {
+	return func(c *runConfig) { c.controllers = append(c.controllers, controllers...) }
+}
+
+// WithManagerOptions passes opts to controller.NewManager, after the kit's
+// own (a fast watch retry), so they override it.
+func WithManagerOptions(opts ...controller.ManagerOption) RunOption {
+	return func(c *runConfig) { c.managerOpts = append(c.managerOpts, opts...) }
+}
+
 // RunControllers registers controllers on a new Manager that talks to
 // client, makes it the leader and runs it until the test ends; the test's
 // cleanup waits for Run to return. It returns once the Manager's cache
 // holds the first snapshot of every type the controllers manage or watch,
 // so the controllers are starting by then. It fails t if a controller is
 // misconfigured. The Manager is returned for its cache or to change its
-// leadership.
+// leadership. RunControllersWith also takes Manager options.
 func RunControllers(t T, client pbresource.ResourceServiceClient, controllers ...*controller.Controller) *controller.Manager {
 	t.Helper()
-	mgr, err := controller.NewManager(client, testLogger(t, "controllers"),
-		controller.WithWatchRetry(time.Millisecond, 50*time.Millisecond))
+	return RunControllersWith(t, client, Controllers(controllers...))
+}
+
+// RunControllersWith is RunControllers configured by opts: the controllers
+// come with Controllers, and WithManagerOptions passes options to the
+// Manager (metrics, a lease, the watch retry). It fails t if an option or
+// a controller is rejected. Under a lease given with controller.WithLease,
+// the lease decides leadership.
+func RunControllersWith(t T, client pbresource.ResourceServiceClient, opts ...RunOption) *controller.Manager {
+	t.Helper()
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	mgrOpts := append([]controller.ManagerOption{controller.WithWatchRetry(time.Millisecond, 50*time.Millisecond)}, cfg.managerOpts...)
+	mgr, err := controller.NewManager(client, testLogger(t, "controllers"), mgrOpts...)
 	if err != nil {
 		fatalf(t, "resourcetest: creating the controller manager: %v", err)
 	}
-	for _, c := range controllers {
+	for _, c := range cfg.controllers {
 		if err := mgr.Register(c); err != nil {
 			fatalf(t, "resourcetest: registering a controller: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/cache"
@@ -224,4 +225,37 @@ func TestBuiltinControllersReapOwnedResources(t *testing.T) {
 
 func TestNoBuiltinControllersByDefault(t *testing.T) {
 	require.Nil(t, startService(t).Builtins)
+}
+
+func TestRunControllersWithManagerOptions(t *testing.T) {
+	svc := startService(t)
+	client := resourcetest.NewClient(svc.Client)
+	reg := prometheus.NewRegistry()
+	resourcetest.RunControllersWith(t, client,
+		resourcetest.Controllers(barController()),
+		resourcetest.WithManagerOptions(controller.WithMetrics(reg)))
+
+	bar := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "x"}).Write(t, client)
+	client.WaitForStatusCondition(t, bar.Id, acceptedKey, accepted("NoZip"))
+
+	// The option reached the Manager: its metrics are on our registry.
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	require.Contains(t, names, "loom_controller_reconcile_total")
+}
+
+func TestRunControllersWithRejectedManagerOption(t *testing.T) {
+	svc := startService(t)
+	reg := prometheus.NewRegistry()
+	// Registering the same metrics twice on one registry is an error.
+	f := runFake(func(ft *fakeT) {
+		resourcetest.RunControllersWith(ft, svc.Client,
+			resourcetest.Controllers(barController()),
+			resourcetest.WithManagerOptions(controller.WithMetrics(reg), controller.WithMetrics(reg)))
+	})
+	requireFailed(t, f, true, "creating the controller manager", "registering controller metrics")
 }
