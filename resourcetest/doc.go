@@ -10,10 +10,13 @@
 //   - Client wraps a ResourceService client with Require* checks of the
 //     current state and WaitFor* checks that poll until a state is reached.
 //     A failure names the resource, says what was expected and shows the
-//     resource as it was last read.
-//   - RunControllers runs controllers on a leader Manager for the length
-//     of a test; ControllerHarness runs one Reconcile or one dependency
-//     mapper at a time against a cache the test prepares, for table tests.
+//     resource as it was last read. WaitForList and WaitForOwned wait on
+//     lists; RequireSettled watches for writes over a window to check that
+//     a controller has settled.
+//   - RunControllers (RunControllersWith, to pass Manager options) runs
+//     controllers on a leader Manager for the length of a test;
+//     ControllerHarness runs one Reconcile or one dependency mapper at a
+//     time against a cache the test prepares, for table tests.
 //
 // Helpers take a T, the part of *testing.T they use, so they can be driven
 // by a fake in tests of test helpers. docs/testing.md is the guide.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -196,6 +197,27 @@ func ExampleRunControllers() {
 	fmt.Println("accepted, then rejected")
 	// Output:
 	// accepted, then rejected
+}
+
+// RequireSettled checks that a controller has nothing left to do: no
+// write to the watched types for a window, observed through a watch.
+func ExampleClient_RequireSettled() {
+	t := &exampleT{}
+	defer t.finish()
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	client := resourcetest.NewClient(svc.Client)
+	resourcetest.RunControllers(t, client, barController())
+	bar := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "baz"}).Write(t, client)
+
+	// snippet: settled
+	client.WaitForStatusCondition(t, bar.Id, acceptedKey, accepted("NoZip"))
+	// Reconciling again (the status write is an event too) writes nothing.
+	client.RequireSettled(t, 200*time.Millisecond, foo.BarV1Type, foo.ZipType)
+	// end snippet
+
+	fmt.Println("settled")
+	// Output:
+	// settled
 }
 
 // WaitForResourceState retries a check written like a test, with
