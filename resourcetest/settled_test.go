@@ -111,3 +111,16 @@ func TestRequireSettledReportsWatchErrors(t *testing.T) {
 	f = runFake(func(ft *fakeT) { client.RequireSettled(ft, time.Second) })
 	requireFailed(t, f, true, "no type to watch was given")
 }
+
+func TestRequireSettledOverGRPC(t *testing.T) {
+	svc := startService(t, resourcetest.OverGRPC())
+	client := resourcetest.NewClient(svc.Client)
+	resourcetest.RunControllers(t, client, tickerController())
+	svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "x"}).Write(t, client)
+	client.WaitForResourceExists(t, svc.Resource(foo.ZipType, "ticker").ID())
+
+	f := runFake(func(ft *fakeT) { client.RequireSettled(ft, 5*time.Second, foo.ZipType) })
+	requireFailed(t, f, true, "foo.v1.Zip/default./ticker@", "was written (upsert")
+	f = runFake(func(ft *fakeT) { client.RequireSettled(ft, 50*time.Millisecond, foo.BarV1Type) })
+	requirePassed(t, f)
+}
