@@ -8,6 +8,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
@@ -89,6 +90,8 @@ func TestBarControllerSettlesAndReleasesDeletion(t *testing.T) {
 	bar := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "bar"}).Write(t, svc.Client)
 	settled := client.WaitForStatusCondition(t, bar.Id, foo.StatusKey, noReference)
 	assert.Equal(t, int32(2), counted.writes.Load(), "one write for the finalizer, one for the status")
+	// Reconciling after its own writes (each is an event) writes nothing.
+	client.RequireSettled(t, 200*time.Millisecond, foo.BarV1Type)
 
 	// Restarting the controller reconciles every Bar again; a settled
 	// controller writes nothing. (The restart reconciles before a new
