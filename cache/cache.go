@@ -146,12 +146,6 @@ type entry struct {
 	inline [2]indexRef
 }
 
-func newEntry(res *pbresource.Resource) *entry {
-	e := &entry{res: res}
-	e.refs = e.inline[:0]
-	return e
-}
-
 // AddType prepares the cache for typ with extra indexes. Adding a type again
 // is allowed only with no further indexes, or indexes not yet defined.
 func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
@@ -242,9 +236,8 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 }
 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
-	res = tc.compact(res)
-	k := idKeyOf(res.Id)
-	e := newEntry(res)
+	e := tc.compact(res)
+	k := idKeyOf(e.res.Id)
 	for _, ix := range tc.list {
 		tc.indexEntry(ix, e)
 	}
@@ -260,6 +253,19 @@ func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, err
 // indexEntry adds e to ix under the keys the index function gives; when
 // the function fails, e stays out of ix and the failure is reported.
 func (tc *typeCache) indexEntry(ix *index, e *entry) {
+	if one := ix.def.one; one != nil {
+		k, ok, err := one(e.res)
+		if err != nil {
+			if report := tc.cache.onIndexError; report != nil {
+				report(ix.def.name, e.res, err)
+			}
+			return
+		}
+		if ok {
+			ix.insert(e, k)
+		}
+		return
+	}
 	keys, err := ix.def.keys(e.res)
 	if err == nil && !ix.def.multi && len(keys) > 1 {
 		err = fmt.Errorf("single-valued index returned %d keys", len(keys))
