@@ -9,7 +9,9 @@ import (
 )
 
 // ReadOnlyCache is the view of the cache reconcilers, mappers and queries
-// get. Every resource it returns is a fresh copy the caller owns.
+// get. Every resource it returns is a fresh copy the caller owns, except from
+// the methods named ReadOnly, which hand out the cache's own immutable
+// resources without copying them.
 type ReadOnlyCache interface {
 	// Get returns the one resource of typ found under key in the named
 	// index, or nil when there is none. It is an error to use Get on an
@@ -35,6 +37,19 @@ type ReadOnlyCache interface {
 	// ListIDs returns the IDs of the resources List would return, without
 	// copying the resources: what index-based dependency mappers need.
 	ListIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error)
+
+	// ListReadOnly is List without the copies: it returns the cache's own
+	// stored resources, for hot paths that only read them (mappers, index
+	// scans, filters). What the cache holds is immutable: the caller must
+	// not change a returned resource or anything it points to, nor keep it
+	// expecting it to change (an update stores a new resource). Copy one
+	// with resource.Clone before changing or writing it back.
+	ListReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error)
+
+	// ListIDsReadOnly is ListIDs without the copies: the stored resources'
+	// own IDs, under the same rule as ListReadOnly (read them, never change
+	// them; clone one with resource.CloneID to keep or change it).
+	ListIDsReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error)
 
 	// All returns every cached resource of typ.
 	All(typ *pbresource.Type) ([]*pbresource.Resource, error)

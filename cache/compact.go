@@ -12,8 +12,8 @@ import (
 type compactBlock struct {
 	entry entry
 	res   pbresource.Resource
-	id   pbresource.ID
-	data anypb.Any
+	id    pbresource.ID
+	data  anypb.Any
 }
 
 // compact returns the copy of res the cache keeps: the messages around the

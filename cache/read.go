@@ -116,15 +116,59 @@ func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.R
 
 // ListIDs implements ReadOnlyCache.
 func (c *Cache) ListIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
-	shared, err := c.lookup(typ, index, key)
+	shared, err := c.lookupIDs(typ, index, key)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]*pbresource.ID, len(shared))
-	for i, r := range shared {
-		ids[i] = r.Id
+	return resource.CloneIDs(shared), nil
+}
+
+// ListReadOnly implements ReadOnlyCache.
+func (c *Cache) ListReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	return c.lookup(typ, index, key)
+}
+
+// ListIDsReadOnly implements ReadOnlyCache.
+func (c *Cache) ListIDsReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
+	return c.lookupIDs(typ, index, key)
+}
+
+// lookupIDs is lookup for the stored resources' IDs.
+func (c *Cache) lookupIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
+	if index == OwnerIndex {
+		if err := checkOwnerKey(key); err != nil {
+			return nil, err
+		}
 	}
-	return resource.CloneIDs(ids), nil
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	if index == IDIndex {
+		k, ok := parseKey(key)
+		if !ok {
+			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
+		}
+		if e, ok := tc.byID[k]; ok {
+			return []*pbresource.ID{e.res.Id}, nil
+		}
+		return nil, nil
+	}
+	ix, err := tc.index(index)
+	if err != nil {
+		return nil, err
+	}
+	b := ix.buckets[key]
+	if b == nil {
+		return nil, nil
+	}
+	out := make([]*pbresource.ID, len(b.entries))
+	for i, e := range b.entries {
+		out[i] = e.res.Id
+	}
+	return out, nil
 }
 
 // ListIterator implements ReadOnlyCache.
