@@ -142,7 +142,7 @@ type typeCache struct {
 	cache   *Cache
 	mu      sync.RWMutex
 	typ     *pbresource.Type
-	byID    map[idKey]*entry
+	byID    idMap
 	indexes map[string]*index
 	list    []*index // indexes in definition order, owner first
 
@@ -175,7 +175,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 		tc = &typeCache{
 			cache:     c,
 			typ:       &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
-			byID:      make(map[idKey]*entry),
+			byID:      newIDMap(),
 			indexes:   make(map[string]*index),
 			types:     make(map[string]*pbresource.Type),
 			tenancies: make(map[idKey]*pbresource.Tenancy),
@@ -193,9 +193,10 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 			return fmt.Errorf("type %s: index %q is already defined by another controller", resource.TypeString(typ), ix.name)
 		}
 		tc.addIndex(ix)
-		for _, e := range tc.byID {
+		tc.byID.each(func(_ idKey, e *entry) bool {
 			tc.indexEntry(tc.indexes[ix.name], e)
-		}
+			return true
+		})
 	}
 	return nil
 }
@@ -257,11 +258,10 @@ func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, err
 		tc.indexEntry(ix, e)
 	}
 	var old *pbresource.Resource
-	if prev, ok := tc.byID[k]; ok {
+	if prev := tc.byID.swap(k, e); prev != nil {
 		old = prev.res
 		removeEntry(prev)
 	}
-	tc.byID[k] = e
 	return old, nil
 }
 
@@ -308,12 +308,11 @@ func (c *Cache) Delete(id *pbresource.ID) (*pbresource.Resource, error) {
 }
 
 func (tc *typeCache) delete(k idKey) *pbresource.Resource {
-	e, ok := tc.byID[k]
+	e, ok := tc.byID.remove(k)
 	if !ok {
 		return nil
 	}
 	removeEntry(e)
-	delete(tc.byID, k)
 	return e.res
 }
 
@@ -339,5 +338,5 @@ func (c *Cache) Len(typ *pbresource.Type) int {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	return len(tc.byID)
+	return tc.byID.len()
 }

@@ -496,3 +496,42 @@ func indexOfName(rs []*pbresource.Resource, name string) int {
 	}
 	return -1
 }
+
+// TestSameNameInTenancies: entries are found by tenancy and name, so the
+// same name in two namespaces names two resources.
+func TestSameNameInTenancies(t *testing.T) {
+	c := newCache(t)
+	in := func(ns string) *pbresource.ID {
+		i := id(albumType, "low")
+		i.Tenancy.Namespace = ns
+		i.Uid = "uid-" + ns
+		return i
+	}
+	for _, ns := range []string{"a", "b"} {
+		_, err := c.Upsert(&pbresource.Resource{Id: in(ns), Version: ns})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, c.Len(albumType))
+	got, err := c.GetByID(in("b"))
+	require.NoError(t, err)
+	assert.Equal(t, "b", got.Version)
+	removed, err := c.Delete(in("a"))
+	require.NoError(t, err)
+	assert.Equal(t, "a", removed.Version)
+	assert.Equal(t, 1, c.Len(albumType))
+	got, err = c.GetByID(in("a"))
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	ids, err := c.IDs(albumType)
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	assert.Equal(t, "b", ids[0].Tenancy.Namespace)
+
+	events, err := c.Replace(albumType, []*pbresource.Resource{{Id: in("a"), Version: "a2"}})
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	assert.Equal(t, 1, c.Len(albumType))
+	got, err = c.GetByID(in("a"))
+	require.NoError(t, err)
+	assert.Equal(t, "a2", got.Version)
+}

@@ -49,7 +49,7 @@ func (c *Cache) GetByID(id *pbresource.ID) (*pbresource.Resource, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	e, ok := tc.byID[idKeyOf(id)]
+	e, ok := tc.byID.get(idKeyOf(id))
 	if !ok || (id.Uid != "" && e.res.Id.Uid != id.Uid) {
 		return nil, nil
 	}
@@ -94,7 +94,7 @@ func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.R
 		if !ok {
 			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
 		}
-		if e, ok := tc.byID[k]; ok {
+		if e, ok := tc.byID.get(k); ok {
 			return []*pbresource.Resource{e.res}, nil
 		}
 		return nil, nil
@@ -151,7 +151,7 @@ func (c *Cache) lookupIDs(typ *pbresource.Type, index, key string) ([]*pbresourc
 		if !ok {
 			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
 		}
-		if e, ok := tc.byID[k]; ok {
+		if e, ok := tc.byID.get(k); ok {
 			return []*pbresource.ID{e.res.Id}, nil
 		}
 		return nil, nil
@@ -218,10 +218,11 @@ func (c *Cache) All(typ *pbresource.Type) ([]*pbresource.Resource, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	out := make([]*pbresource.Resource, 0, len(tc.byID))
-	for _, e := range tc.byID {
+	out := make([]*pbresource.Resource, 0, tc.byID.len())
+	tc.byID.each(func(_ idKey, e *entry) bool {
 		out = append(out, resource.Clone(e.res))
-	}
+		return true
+	})
 	return out, nil
 }
 
@@ -233,10 +234,11 @@ func (c *Cache) IDs(typ *pbresource.Type) ([]*pbresource.ID, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	ids := make([]*pbresource.ID, 0, len(tc.byID))
-	for _, e := range tc.byID {
+	ids := make([]*pbresource.ID, 0, tc.byID.len())
+	tc.byID.each(func(_ idKey, e *entry) bool {
 		ids = append(ids, e.res.Id)
-	}
+		return true
+	})
 	return resource.CloneIDs(ids), nil
 }
 
