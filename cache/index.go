@@ -168,6 +168,9 @@ func removeEntry(e *entry) {
 		}
 	}
 	e.refs = e.refs[:0]
+	// The entry shares its block with the resource, which outlives it when
+	// it is handed out as the old copy: let go of the buckets.
+	e.inline = [2]indexRef{}
 }
 
 func checkIndexes(defs []*Index) error {
