@@ -132,8 +132,11 @@ func heapInUse() uint64 {
 //     owns; client-go's ByIndex returns the shared objects (a controller
 //     must not change them), so impl=client-go-deepcopy adds the DeepCopy
 //     that makes the two equivalent.
+//     impl=loom-readonly is Loom's ListReadOnly: the stored resources,
+//     not copied, under the same rule as ByIndex's (read, never change).
 //   - ids: the lookup an index-based dependency mapper makes: Loom's
-//     ListIDs, client-go's IndexKeys (store keys, no objects).
+//     ListIDs (copies), client-go's IndexKeys (store keys, no objects);
+//     impl=loom-readonly is ListIDsReadOnly (the stored IDs, not copied).
 func BenchmarkW6(b *testing.B) {
 	b.Run("insert", func(b *testing.B) {
 		b.Run("impl=loom", func(b *testing.B) {
@@ -257,6 +260,15 @@ func BenchmarkW6(b *testing.B) {
 				return len(got)
 			})
 		})
+		b.Run("impl=loom-readonly", func(b *testing.B) {
+			lookups(b, "W6/list-readonly", true, func(i int) int {
+				got, err := c.ListReadOnly(widgetType, cache.OwnerIndex, loomKeys[i])
+				if err != nil {
+					b.Fatal(err)
+				}
+				return len(got)
+			})
+		})
 		b.Run("impl=client-go", func(b *testing.B) {
 			lookups(b, "W6/list", false, func(i int) int {
 				got, err := ix.ByIndex(ownerIndex, cgKeys[i])
@@ -285,6 +297,15 @@ func BenchmarkW6(b *testing.B) {
 		b.Run("impl=loom", func(b *testing.B) {
 			lookups(b, "W6/ids", true, func(i int) int {
 				got, err := c.ListIDs(widgetType, cache.OwnerIndex, loomKeys[i])
+				if err != nil {
+					b.Fatal(err)
+				}
+				return len(got)
+			})
+		})
+		b.Run("impl=loom-readonly", func(b *testing.B) {
+			lookups(b, "W6/ids-readonly", true, func(i int) int {
+				got, err := c.ListIDsReadOnly(widgetType, cache.OwnerIndex, loomKeys[i])
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -119,6 +119,36 @@ func BenchmarkW6(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(hits), "ns/hit")
 	})
 
+	// List without the copies: the stored resources, read-only.
+	b.Run("list-readonly", func(b *testing.B) {
+		hits := 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			got, err := c.ListReadOnly(widgetType, cache.OwnerIndex, keys[i%owners])
+			if err != nil {
+				b.Fatal(err)
+			}
+			hits += len(got)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(hits), "ns/hit")
+	})
+
+	// The stored IDs, read-only.
+	b.Run("ids-readonly", func(b *testing.B) {
+		hits := 0
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			got, err := c.ListIDsReadOnly(widgetType, cache.OwnerIndex, keys[i%owners])
+			if err != nil {
+				b.Fatal(err)
+			}
+			hits += len(got)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(hits), "ns/hit")
+	})
+
 	// The lookup an index-based dependency mapper makes: IDs only.
 	b.Run("ids", func(b *testing.B) {
 		hits := 0

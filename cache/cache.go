@@ -9,7 +9,9 @@ import (
 )
 
 // ReadOnlyCache is the view of the cache reconcilers, mappers and queries
-// get. Every resource it returns is a fresh copy the caller owns.
+// get. Every resource it returns is a fresh copy the caller owns, except from
+// the methods named ReadOnly, which hand out the cache's own immutable
+// resources without copying them.
 type ReadOnlyCache interface {
 	// Get returns the one resource of typ found under key in the named
 	// index, or nil when there is none. It is an error to use Get on an
@@ -35,6 +37,19 @@ type ReadOnlyCache interface {
 	// ListIDs returns the IDs of the resources List would return, without
 	// copying the resources: what index-based dependency mappers need.
 	ListIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error)
+
+	// ListReadOnly is List without the copies: it returns the cache's own
+	// stored resources, for hot paths that only read them (mappers, index
+	// scans, filters). What the cache holds is immutable: the caller must
+	// not change a returned resource or anything it points to, nor keep it
+	// expecting it to change (an update stores a new resource). Copy one
+	// with resource.Clone before changing or writing it back.
+	ListReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error)
+
+	// ListIDsReadOnly is ListIDs without the copies: the stored resources'
+	// own IDs, under the same rule as ListReadOnly (read them, never change
+	// them; clone one with resource.CloneID to keep or change it).
+	ListIDsReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error)
 
 	// All returns every cached resource of typ.
 	All(typ *pbresource.Type) ([]*pbresource.Resource, error)
@@ -127,7 +142,7 @@ type typeCache struct {
 	cache   *Cache
 	mu      sync.RWMutex
 	typ     *pbresource.Type
-	byID    map[idKey]*entry
+	byID    idMap
 	indexes map[string]*index
 	list    []*index // indexes in definition order, owner first
 
@@ -146,12 +161,6 @@ type entry struct {
 	inline [2]indexRef
 }
 
-func newEntry(res *pbresource.Resource) *entry {
-	e := &entry{res: res}
-	e.refs = e.inline[:0]
-	return e
-}
-
 // AddType prepares the cache for typ with extra indexes. Adding a type again
 // is allowed only with no further indexes, or indexes not yet defined.
 func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
@@ -166,7 +175,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 		tc = &typeCache{
 			cache:     c,
 			typ:       &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
-			byID:      make(map[idKey]*entry),
+			byID:      newIDMap(),
 			indexes:   make(map[string]*index),
 			types:     make(map[string]*pbresource.Type),
 			tenancies: make(map[idKey]*pbresource.Tenancy),
@@ -184,9 +193,10 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 			return fmt.Errorf("type %s: index %q is already defined by another controller", resource.TypeString(typ), ix.name)
 		}
 		tc.addIndex(ix)
-		for _, e := range tc.byID {
+		tc.byID.each(func(_ idKey, e *entry) bool {
 			tc.indexEntry(tc.indexes[ix.name], e)
-		}
+			return true
+		})
 	}
 	return nil
 }
@@ -242,24 +252,35 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 }
 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
-	res = tc.compact(res)
-	k := idKeyOf(res.Id)
-	e := newEntry(res)
+	e := tc.compact(res)
+	k := idKeyOf(e.res.Id)
 	for _, ix := range tc.list {
 		tc.indexEntry(ix, e)
 	}
 	var old *pbresource.Resource
-	if prev, ok := tc.byID[k]; ok {
+	if prev := tc.byID.swap(k, e); prev != nil {
 		old = prev.res
 		removeEntry(prev)
 	}
-	tc.byID[k] = e
 	return old, nil
 }
 
 // indexEntry adds e to ix under the keys the index function gives; when
 // the function fails, e stays out of ix and the failure is reported.
 func (tc *typeCache) indexEntry(ix *index, e *entry) {
+	if one := ix.def.one; one != nil {
+		k, ok, err := one(e.res)
+		if err != nil {
+			if report := tc.cache.onIndexError; report != nil {
+				report(ix.def.name, e.res, err)
+			}
+			return
+		}
+		if ok {
+			ix.insert(e, k)
+		}
+		return
+	}
 	keys, err := ix.def.keys(e.res)
 	if err == nil && !ix.def.multi && len(keys) > 1 {
 		err = fmt.Errorf("single-valued index returned %d keys", len(keys))
@@ -287,12 +308,11 @@ func (c *Cache) Delete(id *pbresource.ID) (*pbresource.Resource, error) {
 }
 
 func (tc *typeCache) delete(k idKey) *pbresource.Resource {
-	e, ok := tc.byID[k]
+	e, ok := tc.byID.remove(k)
 	if !ok {
 		return nil
 	}
 	removeEntry(e)
-	delete(tc.byID, k)
 	return e.res
 }
 
@@ -318,5 +338,5 @@ func (c *Cache) Len(typ *pbresource.Type) int {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	return len(tc.byID)
+	return tc.byID.len()
 }

@@ -376,3 +376,162 @@ func TestQueries(t *testing.T) {
 	_, err = c.Query("missing")
 	assert.ErrorContains(t, err, `no query named "missing"`)
 }
+
+func TestReadOnlyLookups(t *testing.T) {
+	c := newCache(t)
+	owner := id(artistType, "bowie")
+	_, err := c.Upsert(res(albumType, "low", "1", owner, map[string]string{"genre": "rock,ambient", "label": "rca"}))
+	require.NoError(t, err)
+	_, err = c.Upsert(res(albumType, "heroes", "2", owner, map[string]string{"genre": "rock"}))
+	require.NoError(t, err)
+
+	// The same resources List finds, but the stored ones: two lookups hand
+	// out the same pointers, and nothing is copied.
+	shared, err := c.ListReadOnly(albumType, cache.OwnerIndex, cache.OwnerKey(owner))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"low", "heroes"}, names(shared))
+	again, err := c.ListReadOnly(albumType, cache.OwnerIndex, cache.OwnerKey(owner))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, shared, again)
+	assert.Same(t, shared[0], again[indexOf(again, shared[0])])
+
+	rock, err := c.ListReadOnly(albumType, "genre", "rock")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"low", "heroes"}, names(rock))
+	byID, err := c.ListReadOnly(albumType, cache.IDIndex, cache.Key(id(albumType, "low")))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"low"}, names(byID))
+	none, err := c.ListReadOnly(albumType, "genre", "jazz")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+
+	ids, err := c.ListIDsReadOnly(albumType, "genre", "rock")
+	require.NoError(t, err)
+	require.Len(t, ids, 2)
+	for _, i := range ids {
+		assert.Same(t, rock[indexOfName(rock, i.Name)].Id, i, "the stored ID, not a copy")
+	}
+	ids, err = c.ListIDsReadOnly(albumType, cache.IDIndex, cache.Key(id(albumType, "heroes")))
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	assert.Equal(t, "heroes", ids[0].Name)
+
+	// An update stores a new resource: what was handed out stays as it was.
+	_, err = c.Upsert(res(albumType, "low", "3", owner, map[string]string{"genre": "pop"}))
+	require.NoError(t, err)
+	assert.Equal(t, "1", byID[0].Version)
+	rock, err = c.ListReadOnly(albumType, "genre", "rock")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"heroes"}, names(rock))
+
+	// The same errors as the copying lookups.
+	_, err = c.ListReadOnly(albumType, cache.OwnerIndex, cache.Key(owner))
+	assert.ErrorContains(t, err, "cache.OwnerKey")
+	_, err = c.ListIDsReadOnly(albumType, cache.OwnerIndex, "")
+	assert.ErrorContains(t, err, "Uid")
+	_, err = c.ListReadOnly(albumType, "nope", "x")
+	assert.Error(t, err)
+	_, err = c.ListIDsReadOnly(artistType, "genre", "rock")
+	assert.Error(t, err)
+	_, err = c.ListIDsReadOnly(albumType, cache.IDIndex, "not-a-key")
+	assert.Error(t, err)
+}
+
+// TestReadOnlyLookupsConcurrent reads what the read-only lookups hand out
+// while the same resources are replaced and deleted: under -race this checks
+// that the cache never changes a resource it has stored.
+func TestReadOnlyLookupsConcurrent(t *testing.T) {
+	c := newCache(t)
+	owner := id(artistType, "bowie")
+	for i := range 20 {
+		_, err := c.Upsert(res(albumType, fmt.Sprint("a", i), "1", owner, map[string]string{"genre": "rock"}))
+		require.NoError(t, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := range 200 {
+			for i := range 20 {
+				name := fmt.Sprint("a", i)
+				if v%7 == 0 {
+					_, _ = c.Delete(id(albumType, name))
+				}
+				_, _ = c.Upsert(res(albumType, name, fmt.Sprint(v+2), owner, map[string]string{"genre": "rock"}))
+			}
+		}
+	}()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		rs, err := c.ListReadOnly(albumType, "genre", "rock")
+		require.NoError(t, err)
+		for _, r := range rs {
+			_ = r.Id.Name + r.Id.Tenancy.Namespace + r.Version + r.Metadata["genre"] + r.Owner.Uid
+		}
+		ids, err := c.ListIDsReadOnly(albumType, cache.OwnerIndex, cache.OwnerKey(owner))
+		require.NoError(t, err)
+		for _, i := range ids {
+			_ = i.Name + i.Uid + i.Type.Kind + i.Tenancy.Partition
+		}
+	}
+}
+
+func indexOf(rs []*pbresource.Resource, r *pbresource.Resource) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+func indexOfName(rs []*pbresource.Resource, name string) int {
+	for i, x := range rs {
+		if x.Id.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestSameNameInTenancies: entries are found by tenancy and name, so the
+// same name in two namespaces names two resources.
+func TestSameNameInTenancies(t *testing.T) {
+	c := newCache(t)
+	in := func(ns string) *pbresource.ID {
+		i := id(albumType, "low")
+		i.Tenancy.Namespace = ns
+		i.Uid = "uid-" + ns
+		return i
+	}
+	for _, ns := range []string{"a", "b"} {
+		_, err := c.Upsert(&pbresource.Resource{Id: in(ns), Version: ns})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, c.Len(albumType))
+	got, err := c.GetByID(in("b"))
+	require.NoError(t, err)
+	assert.Equal(t, "b", got.Version)
+	removed, err := c.Delete(in("a"))
+	require.NoError(t, err)
+	assert.Equal(t, "a", removed.Version)
+	assert.Equal(t, 1, c.Len(albumType))
+	got, err = c.GetByID(in("a"))
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	ids, err := c.IDs(albumType)
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	assert.Equal(t, "b", ids[0].Tenancy.Namespace)
+
+	events, err := c.Replace(albumType, []*pbresource.Resource{{Id: in("a"), Version: "a2"}})
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	assert.Equal(t, 1, c.Len(albumType))
+	got, err = c.GetByID(in("a"))
+	require.NoError(t, err)
+	assert.Equal(t, "a2", got.Version)
+}

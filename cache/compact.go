@@ -10,19 +10,23 @@ import (
 // type shares between all its entries, so a cached resource carries no copy
 // of either.
 type compactBlock struct {
-	res  pbresource.Resource
-	id   pbresource.ID
-	data anypb.Any
+	entry entry
+	res   pbresource.Resource
+	id    pbresource.ID
+	data  anypb.Any
 }
 
 // compact returns the copy of res the cache keeps: the messages around the
 // data are rebuilt small (and, for the ID's type and tenancy, shared), while
 // the strings, the data bytes, the metadata, the statuses and the owner are
 // taken over as they are. The cache owns res (see Upsert), so taking them over is safe,
-// and whatever else res held becomes garbage.
-func (tc *typeCache) compact(res *pbresource.Resource) *pbresource.Resource {
+// and whatever else res held becomes garbage. The entry that will hold the
+// copy comes in the same allocation.
+func (tc *typeCache) compact(res *pbresource.Resource) *entry {
 	b := new(compactBlock)
 	out := &b.res
+	b.entry.res = out
+	b.entry.refs = b.entry.inline[:0]
 	out.Version = res.Version
 	out.Generation = res.Generation
 	out.Metadata = res.Metadata
@@ -42,7 +46,7 @@ func (tc *typeCache) compact(res *pbresource.Resource) *pbresource.Resource {
 		b.data.Value = d.Value
 		out.Data = &b.data
 	}
-	return out
+	return &b.entry
 }
 
 // sharedType returns the type's shared copy of t (by GroupVersion: all

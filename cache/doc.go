@@ -32,4 +32,11 @@
 // between the entries of a type to save memory. Cloning on write instead
 // would still hand every reader the same pointer, so one careless reader
 // would break the rest; the copy on read is the price of that guarantee.
+//
+// Hot paths that only read, such as mappers, filters and index scans, can
+// skip the copy: ListReadOnly and ListIDsReadOnly hand out the cache's own
+// stored resources and IDs. What the cache holds is immutable (an update
+// stores a new resource, never changes the old one), so reading them needs
+// no lock; the caller must never change them, and clones one
+// (resource.Clone, resource.CloneID) before changing or keeping it to write.
 package cache

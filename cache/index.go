@@ -26,6 +26,9 @@ type Index struct {
 	name  string
 	multi bool
 	keys  func(res *pbresource.Resource) ([]string, error)
+	// one is a single-valued index's function, called directly on insert
+	// so that indexing a resource allocates no one-key slice.
+	one func(res *pbresource.Resource) (key string, ok bool, err error)
 }
 
 // Name returns the index's name.
@@ -34,7 +37,7 @@ func (i *Index) Name() string { return i.name }
 // NewIndex returns a single-valued index: fn gives each resource at most one
 // key (ok=false leaves the resource out of the index).
 func NewIndex(name string, fn func(res *pbresource.Resource) (key string, ok bool, err error)) *Index {
-	return &Index{name: name, keys: func(res *pbresource.Resource) ([]string, error) {
+	return &Index{name: name, one: fn, keys: func(res *pbresource.Resource) ([]string, error) {
 		k, ok, err := fn(res)
 		if err != nil || !ok {
 			return nil, err
@@ -165,6 +168,9 @@ func removeEntry(e *entry) {
 		}
 	}
 	e.refs = e.refs[:0]
+	// The entry shares its block with the resource, which outlives it when
+	// it is handed out as the old copy: let go of the buckets.
+	e.inline = [2]indexRef{}
 }
 
 func checkIndexes(defs []*Index) error {

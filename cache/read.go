@@ -49,7 +49,7 @@ func (c *Cache) GetByID(id *pbresource.ID) (*pbresource.Resource, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	e, ok := tc.byID[idKeyOf(id)]
+	e, ok := tc.byID.get(idKeyOf(id))
 	if !ok || (id.Uid != "" && e.res.Id.Uid != id.Uid) {
 		return nil, nil
 	}
@@ -94,7 +94,7 @@ func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.R
 		if !ok {
 			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
 		}
-		if e, ok := tc.byID[k]; ok {
+		if e, ok := tc.byID.get(k); ok {
 			return []*pbresource.Resource{e.res}, nil
 		}
 		return nil, nil
@@ -116,15 +116,59 @@ func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.R
 
 // ListIDs implements ReadOnlyCache.
 func (c *Cache) ListIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
-	shared, err := c.lookup(typ, index, key)
+	shared, err := c.lookupIDs(typ, index, key)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]*pbresource.ID, len(shared))
-	for i, r := range shared {
-		ids[i] = r.Id
+	return resource.CloneIDs(shared), nil
+}
+
+// ListReadOnly implements ReadOnlyCache.
+func (c *Cache) ListReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	return c.lookup(typ, index, key)
+}
+
+// ListIDsReadOnly implements ReadOnlyCache.
+func (c *Cache) ListIDsReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
+	return c.lookupIDs(typ, index, key)
+}
+
+// lookupIDs is lookup for the stored resources' IDs.
+func (c *Cache) lookupIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
+	if index == OwnerIndex {
+		if err := checkOwnerKey(key); err != nil {
+			return nil, err
+		}
 	}
-	return resource.CloneIDs(ids), nil
+	tc, err := c.typeCache(typ)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	if index == IDIndex {
+		k, ok := parseKey(key)
+		if !ok {
+			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
+		}
+		if e, ok := tc.byID.get(k); ok {
+			return []*pbresource.ID{e.res.Id}, nil
+		}
+		return nil, nil
+	}
+	ix, err := tc.index(index)
+	if err != nil {
+		return nil, err
+	}
+	b := ix.buckets[key]
+	if b == nil {
+		return nil, nil
+	}
+	out := make([]*pbresource.ID, len(b.entries))
+	for i, e := range b.entries {
+		out[i] = e.res.Id
+	}
+	return out, nil
 }
 
 // ListIterator implements ReadOnlyCache.
@@ -174,10 +218,11 @@ func (c *Cache) All(typ *pbresource.Type) ([]*pbresource.Resource, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	out := make([]*pbresource.Resource, 0, len(tc.byID))
-	for _, e := range tc.byID {
+	out := make([]*pbresource.Resource, 0, tc.byID.len())
+	tc.byID.each(func(_ idKey, e *entry) bool {
 		out = append(out, resource.Clone(e.res))
-	}
+		return true
+	})
 	return out, nil
 }
 
@@ -189,10 +234,11 @@ func (c *Cache) IDs(typ *pbresource.Type) ([]*pbresource.ID, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	ids := make([]*pbresource.ID, 0, len(tc.byID))
-	for _, e := range tc.byID {
+	ids := make([]*pbresource.ID, 0, tc.byID.len())
+	tc.byID.each(func(_ idKey, e *entry) bool {
 		ids = append(ids, e.res.Id)
-	}
+		return true
+	})
 	return resource.CloneIDs(ids), nil
 }
 

@@ -40,17 +40,22 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 
-	if len(tc.byID) == 0 && len(resources) > 0 {
-		// The first snapshot: make the map its final size at once instead
-		// of growing it step by step.
-		tc.byID = make(map[idKey]*entry, len(resources))
+	if tc.byID.len() == 0 && len(resources) > 0 {
+		// The first snapshot: make the maps their final size at once
+		// instead of growing them step by step.
+		counts := make(map[tenancyKey]int)
+		for _, res := range resources {
+			ten := res.GetId().GetTenancy()
+			counts[tenancyKey{ten.GetPartition(), ten.GetNamespace()}]++
+		}
+		tc.byID.presize(counts)
 	}
 	seen := make(map[idKey]struct{}, len(resources))
 	var events []Event
 	for _, res := range resources {
 		k := idKeyOf(res.Id)
 		seen[k] = struct{}{}
-		if prev, ok := tc.byID[k]; ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
+		if prev, ok := tc.byID.get(k); ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
 			continue // unchanged: keep the stored copy
 		}
 		old, err := tc.upsert(res)
@@ -59,12 +64,16 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		}
 		events = append(events, Event{Kind: Upserted, Resource: res, Old: old})
 	}
-	for k, e := range tc.byID {
-		if _, ok := seen[k]; ok {
-			continue
+	var gone []idKey
+	tc.byID.each(func(k idKey, _ *entry) bool {
+		if _, ok := seen[k]; !ok {
+			gone = append(gone, k)
 		}
+		return true
+	})
+	for _, k := range gone {
+		e, _ := tc.byID.remove(k)
 		removeEntry(e)
-		delete(tc.byID, k)
 		events = append(events, Event{Kind: Deleted, Resource: e.res, Old: e.res})
 	}
 	return events, nil
