@@ -95,7 +95,7 @@ var ownerIndex = NewIndex(OwnerIndex, func(res *pbresource.Resource) (string, bo
 
 // OwnerKey returns the OwnerIndex key of the resources owned by owner: its
 // Uid. Pass the owner's ID as the cache or the service returned it, which
-// carries the Uid; a runtime.Request's ID may not. An ID without a Uid gives
+// carries the Uid; a reconcile.Request's ID may not. An ID without a Uid gives
 // the empty key, which the cache refuses with an error rather than finding
 // nothing.
 func OwnerKey(owner *pbresource.ID) string {

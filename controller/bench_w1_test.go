@@ -9,7 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	goruntime "runtime"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,8 +19,8 @@ import (
 	"github.com/loomrt/loom/internal/benchutil"
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/storage/inmem"
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,7 +137,7 @@ func newWidgetReconciler(names []string) *widgetReconciler {
 	return r
 }
 
-func (r *widgetReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func (r *widgetReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	r.reconciles.Add(1)
@@ -216,7 +216,7 @@ type runningManager struct {
 
 // startManager runs the W1 controller, with filters on its managed type if
 // any are given.
-func startManager(b *testing.B, client pbresource.ResourceServiceClient, rec runtime.Reconciler, filters ...predicate.Predicate) *runningManager {
+func startManager(b *testing.B, client pbresource.ResourceServiceClient, rec reconcile.Reconciler, filters ...predicate.Predicate) *runningManager {
 	b.Helper()
 	m, err := controller.NewManager(client, nil, controller.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
@@ -360,7 +360,7 @@ func benchW1(b *testing.B, n int, overGRPC, ownStatusFilter bool) {
 		}
 		rm := startManager(b, counter, rec, filters...)
 		rm.waitPrimed(b)
-		goruntime.GC()
+		runtime.GC()
 
 		// Wall time: from the first write until the N-th status write has
 		// returned (then every resource has its status, as checked below).
@@ -436,7 +436,7 @@ func benchW2(b *testing.B, n int) {
 		}
 		rec := newWidgetReconciler(names)
 		counter := &statusCounter{ResourceServiceClient: env.ctrl, target: -1}
-		goruntime.GC()
+		runtime.GC()
 
 		b.StartTimer()
 		cpuStart := benchutil.CPUTime()
@@ -471,8 +471,8 @@ func benchW2(b *testing.B, n int) {
 		rm.stop(b)
 		without := heapAfterGC()
 		heap += (float64(with) - float64(without)) / float64(n)
-		goruntime.KeepAlive(rec)
-		goruntime.KeepAlive(counter)
+		runtime.KeepAlive(rec)
+		runtime.KeepAlive(counter)
 		env.stop()
 	}
 	runs := float64(b.N)
@@ -498,9 +498,9 @@ func cachedWireSize(b *testing.B, m *controller.Manager) float64 {
 }
 
 func heapAfterGC() uint64 {
-	goruntime.GC()
-	goruntime.GC()
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 )
 
 // Controller declares one controller. Build it with NewController and the
@@ -22,8 +22,8 @@ type Controller struct {
 	watches     []watch
 	queries     []namedQuery
 	filters     []eventFilter
-	reconciler  runtime.Reconciler
-	initializer runtime.Initializer
+	reconciler  reconcile.Reconciler
+	initializer reconcile.Initializer
 	placement   Placement
 	baseBackoff time.Duration
 	maxBackoff  time.Duration
@@ -34,7 +34,7 @@ type Controller struct {
 
 type watch struct {
 	typ     *pbresource.Type
-	mapper  runtime.DependencyMapper
+	mapper  reconcile.DependencyMapper
 	indexes []*cache.Index
 }
 
@@ -59,7 +59,7 @@ func NewController(name string, managedType *pbresource.Type, indexes ...*cache.
 func (c *Controller) Name() string { return c.name }
 
 // WithReconciler sets the reconciler. Required.
-func (c *Controller) WithReconciler(r runtime.Reconciler) *Controller {
+func (c *Controller) WithReconciler(r reconcile.Reconciler) *Controller {
 	c.reconciler = r
 	return c
 }
@@ -71,7 +71,7 @@ func (c *Controller) WithReconciler(r runtime.Reconciler) *Controller {
 // with backoff until it succeeds (a newer change of the same resource takes
 // the failed one's place); requests it returns for another type than the
 // managed one are logged, counted and dropped.
-func (c *Controller) WithWatch(typ *pbresource.Type, mapper runtime.DependencyMapper, indexes ...*cache.Index) *Controller {
+func (c *Controller) WithWatch(typ *pbresource.Type, mapper reconcile.DependencyMapper, indexes ...*cache.Index) *Controller {
 	c.watches = append(c.watches, watch{typ: typ, mapper: mapper, indexes: indexes})
 	return c
 }
@@ -105,7 +105,7 @@ func (c *Controller) WithPlacement(p Placement) *Controller {
 // WithInitializer sets a step that runs each time the controller starts,
 // before its first reconcile, and is retried with backoff until it
 // succeeds.
-func (c *Controller) WithInitializer(i runtime.Initializer) *Controller {
+func (c *Controller) WithInitializer(i reconcile.Initializer) *Controller {
 	c.initializer = i
 	return c
 }

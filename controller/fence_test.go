@@ -18,8 +18,8 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 )
 
 // fencingLease is a Lease with fencing tokens that the test moves by hand.
@@ -126,7 +126,7 @@ func TestSingletonWritesAreFenced(t *testing.T) {
 	// service, no-op after the first) with metadata from the caller's
 	// context, so a fence already on the context is replaced, not doubled.
 	m.MustRegister(controller.NewController("mirror", foo.BarV1Type).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			data, err := anypb.New(&pbfoov1.Zip{Zap: req.ID.Name})
 			if err != nil {
 				return err
@@ -138,7 +138,7 @@ func TestSingletonWritesAreFenced(t *testing.T) {
 	// The each-server controller deletes what does not exist.
 	m.MustRegister(controller.NewController("everywhere", foo.BarV1Type).
 		WithPlacement(controller.PlacementEachServer).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: barID("gone-" + req.ID.Name)})
 			return err
 		})))

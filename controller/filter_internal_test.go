@@ -6,7 +6,7 @@ import (
 
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -14,8 +14,8 @@ func TestWithEventFilterValidation(t *testing.T) {
 	managed := &pbresource.Type{Group: "test", GroupVersion: "v1", Kind: "Managed"}
 	watched := &pbresource.Type{Group: "test", GroupVersion: "v1", Kind: "Watched"}
 	other := &pbresource.Type{Group: "test", GroupVersion: "v1", Kind: "Other"}
-	noop := runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil })
-	mapper := func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+	noop := reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })
+	mapper := func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 		return nil, nil
 	}
 	build := func() *Controller {

@@ -12,7 +12,7 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +27,7 @@ type statusWriter struct {
 	started, returned counter
 }
 
-func (s *statusWriter) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func (s *statusWriter) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 	s.started.inc(req.ID.Name)
 	defer s.returned.inc(req.ID.Name)
 	res, err := rt.Cache.GetByID(req.ID)
@@ -105,11 +105,11 @@ func TestGenerationChangedFiltersAWatchedType(t *testing.T) {
 	var mapped, reconciled counter
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			reconciled.inc(req.ID.Name)
 			return nil
 		})).
-		WithWatch(foo.ZipType, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+		WithWatch(foo.ZipType, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 			mapped.inc(res.Id.Name)
 			return nil, nil
 		}).

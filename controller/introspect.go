@@ -3,7 +3,7 @@ package controller
 import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 )
 
 // Description is what a Controller was declared with. Test kits and tools
@@ -18,14 +18,14 @@ type Description struct {
 	Watches []WatchDescription
 	Queries []QueryDescription
 	// Reconciler and Initializer are nil when they were not set.
-	Reconciler  runtime.Reconciler
-	Initializer runtime.Initializer
+	Reconciler  reconcile.Reconciler
+	Initializer reconcile.Initializer
 }
 
 // WatchDescription is one WithWatch of a controller.
 type WatchDescription struct {
 	Type    *pbresource.Type
-	Mapper  runtime.DependencyMapper
+	Mapper  reconcile.DependencyMapper
 	Indexes []*cache.Index
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,8 +23,8 @@ type terms struct {
 	blocked bool
 }
 
-func (tr *terms) reconciler(manager string) runtime.Reconciler {
-	return runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func (tr *terms) reconciler(manager string) reconcile.Reconciler {
+	return reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 		tr.mu.Lock()
 		tr.running[manager] = true
 		for other, on := range tr.running {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 )
 
 // requestLogger is the Runtime.Logger of one reconcile: the controller's
@@ -31,14 +31,14 @@ type requestLogger struct {
 	with hclog.Logger
 }
 
-func newRequestLogger(base hclog.Logger, req runtime.Request) *requestLogger {
+func newRequestLogger(base hclog.Logger, req reconcile.Request) *requestLogger {
 	_, intercept := base.(hclog.InterceptLogger)
 	return &requestLogger{Logger: base, id: req.ID, gate: !intercept}
 }
 
 func (l *requestLogger) get() hclog.Logger {
 	l.once.Do(func() {
-		l.with = l.Logger.With("request", runtime.Request{ID: l.id}.Key().String())
+		l.with = l.Logger.With("request", reconcile.Request{ID: l.id}.Key().String())
 	})
 	return l.with
 }
@@ -98,7 +98,7 @@ func (l *requestLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Wri
 
 // runtimeFor returns the Runtime of one reconcile of req: the worker's,
 // with a logger that names the request.
-func (w *worker) runtimeFor(req runtime.Request) runtime.Runtime {
+func (w *worker) runtimeFor(req reconcile.Request) reconcile.Runtime {
 	rt := w.rt
 	rt.Logger = newRequestLogger(w.logger, req)
 	return rt

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -14,7 +14,7 @@ import (
 // pays for the request logger itself, not for hclog's With.
 func TestRequestLoggerIsLazy(t *testing.T) {
 	base := hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Info})
-	req := runtime.Request{ID: &pbresource.ID{Name: "a", Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}}}
+	req := reconcile.Request{ID: &pbresource.ID{Name: "a", Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}}}
 	var sink hclog.Logger
 	quiet := testing.AllocsPerRun(100, func() {
 		l := newRequestLogger(base, req)

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -52,7 +52,7 @@ func TestReconcileLoggerNamesControllerAndRequest(t *testing.T) {
 			}
 			require.NoError(t, err)
 			var done counter
-			c.WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+			c.WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 				rt.Logger.Debug("below the level")
 				rt.Logger.Info("reconciling", "k", "v")
 				rt.Logger.Named("sub").Warn("derived")

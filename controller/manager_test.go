@@ -12,7 +12,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -27,7 +27,7 @@ func TestReconcilesExistingAndNewResources(t *testing.T) {
 	var seen counter
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			seen.inc(req.ID.Name)
 			return nil
 		})))
@@ -87,7 +87,7 @@ func TestCacheIsPrimedBeforeMappersAndReconcilers(t *testing.T) {
 	m := newManager(t, client)
 	var early atomic.Int32
 	var mapped, reconciled atomic.Int32
-	check := func(rt runtime.Runtime) {
+	check := func(rt reconcile.Runtime) {
 		all, err := rt.Cache.All(foo.BarV1Type)
 		if err != nil || len(all) < bars {
 			early.Add(1)
@@ -98,12 +98,12 @@ func TestCacheIsPrimedBeforeMappersAndReconcilers(t *testing.T) {
 		}
 	}
 	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithWatch(foo.ZipType, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+		WithWatch(foo.ZipType, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 			check(rt)
 			mapped.Add(1)
 			return nil, nil
 		}).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			check(rt)
 			reconciled.Add(1)
 			return nil
@@ -123,7 +123,7 @@ func TestStatusDirtyCheckSettles(t *testing.T) {
 	var reconciles counter
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("status", foo.BarV1Type).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			reconciles.inc(req.ID.Name)
 			res, err := rt.Cache.GetByID(req.ID)
 			if err != nil || res == nil {
@@ -168,7 +168,7 @@ func TestErrorsBackOffAndSuccessResets(t *testing.T) {
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("flaky", foo.BarV1Type).
 		WithBackoff(20*time.Millisecond, time.Second).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			mu.Lock()
 			defer mu.Unlock()
 			times = append(times, time.Now())
@@ -215,7 +215,7 @@ func TestRequeueAfterAndNow(t *testing.T) {
 	var secondLater atomic.Value
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("requeue", foo.BarV1Type).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			n := calls.inc(req.ID.Name)
 			switch {
 			case req.ID.Name == "later" && n == 1:
@@ -242,7 +242,7 @@ func TestPanicsAreRecoveredAndCounted(t *testing.T) {
 	m := newManager(t, svc.Client, controller.WithMetrics(reg))
 	m.MustRegister(controller.NewController("panicky", foo.BarV1Type).
 		WithBackoff(time.Millisecond, time.Millisecond).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			if calls.Add(1) < 3 {
 				panic("kaboom")
 			}
@@ -291,7 +291,7 @@ func TestInitializerRunsFirstAndIsRetried(t *testing.T) {
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("init", foo.BarV1Type).
 		WithBackoff(time.Millisecond, 10*time.Millisecond).
-		WithInitializer(runtime.InitializeFunc(func(ctx context.Context, rt runtime.Runtime) error {
+		WithInitializer(reconcile.InitializeFunc(func(ctx context.Context, rt reconcile.Runtime) error {
 			if attempts.Add(1) < 3 {
 				return errors.New("not ready")
 			}
@@ -299,7 +299,7 @@ func TestInitializerRunsFirstAndIsRetried(t *testing.T) {
 			initialized.Store(true)
 			return nil
 		})).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			if !initialized.Load() {
 				reconciledBeforeInit.Store(true)
 			}
@@ -318,8 +318,8 @@ func TestInitializerRunsFirstAndIsRetried(t *testing.T) {
 func TestMisconfigurationFailsAtRegistration(t *testing.T) {
 	svc := startService(t)
 	m := newManager(t, svc.Client)
-	noop := runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil })
-	mapper := func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+	noop := reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })
+	mapper := func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 		return nil, nil
 	}
 
@@ -353,7 +353,7 @@ func TestConcurrencyNeverRunsOneKeyTwice(t *testing.T) {
 	m := newManager(t, svc.Client)
 	m.MustRegister(controller.NewController("parallel", foo.BarV1Type).
 		WithConcurrency(4).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			if _, busy := inFlight.LoadOrStore(req.ID.Name, true); busy {
 				overlap.Store(true)
 			}

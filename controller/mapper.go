@@ -9,14 +9,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 )
 
 // mapperJob is one watched change waiting for its dependency mapper, or,
 // when retry is set, a failed change whose backoff has passed.
 type mapperJob struct {
-	mapper runtime.DependencyMapper
+	mapper reconcile.DependencyMapper
 	event  cache.Event
 	retry  *mapperRetry
 }
@@ -54,14 +54,14 @@ func (in *inbox) take() []mapperJob {
 // and its tenancy and name.
 type retryKey struct {
 	typ string
-	key runtime.RequestKey
+	key reconcile.RequestKey
 }
 
 func retryKeyOf(j mapperJob) retryKey {
 	id := j.event.Resource.GetId()
 	return retryKey{
 		typ: resource.UnversionedTypeString(id.GetType()),
-		key: runtime.Request{ID: id}.Key(),
+		key: reconcile.Request{ID: id}.Key(),
 	}
 }
 
@@ -84,7 +84,7 @@ type mapperRetry struct {
 // goroutine that runs runMappers.
 type mappers struct {
 	s       *subscription
-	rt      runtime.Runtime
+	rt      reconcile.Runtime
 	logger  hclog.Logger
 	met     mapperMetrics
 	retries map[retryKey]*mapperRetry
@@ -106,7 +106,7 @@ type mappers struct {
 // bug that no retry would fix: it is logged, counted in
 // loom_controller_mapper_invalid_requests_total and not queued; the
 // mapper's other requests are.
-func (s *subscription) runMappers(ctx context.Context, rt runtime.Runtime, logger hclog.Logger, met mapperMetrics) {
+func (s *subscription) runMappers(ctx context.Context, rt reconcile.Runtime, logger hclog.Logger, met mapperMetrics) {
 	m := &mappers{s: s, rt: rt, logger: logger, met: met, retries: make(map[retryKey]*mapperRetry)}
 	defer m.stopRetries()
 	for {
@@ -208,7 +208,7 @@ func (m *mappers) stopRetries() {
 	}
 }
 
-func callMapper(ctx context.Context, rt runtime.Runtime, j mapperJob) (reqs []runtime.Request, err error) {
+func callMapper(ctx context.Context, rt reconcile.Runtime, j mapperJob) (reqs []reconcile.Request, err error) {
 	err = safeCall(func() error {
 		var e error
 		reqs, e = j.mapper(ctx, rt, resource.Clone(j.event.Resource))

@@ -10,7 +10,7 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +27,7 @@ func newTestMappers(t *testing.T) *mappers {
 	require.NoError(t, err)
 	s := &subscription{
 		c:     &Controller{name: "test", managedType: managedType, baseBackoff: time.Hour, maxBackoff: time.Hour},
-		queue: queue.New[runtime.RequestKey, runtime.Request](queue.Options{}),
+		queue: queue.New[reconcile.RequestKey, reconcile.Request](queue.Options{}),
 	}
 	s.inbox.init()
 	m := &mappers{s: s, logger: hclog.NewNullLogger(), met: met.forMappers("test"), retries: map[retryKey]*mapperRetry{}}
@@ -38,7 +38,7 @@ func newTestMappers(t *testing.T) *mappers {
 	return m
 }
 
-func change(name, version string, mapper runtime.DependencyMapper) mapperJob {
+func change(name, version string, mapper reconcile.DependencyMapper) mapperJob {
 	res := &pbresource.Resource{
 		Id:      &pbresource.ID{Type: watchedType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: name},
 		Version: version,
@@ -51,7 +51,7 @@ func change(name, version string, mapper runtime.DependencyMapper) mapperJob {
 func TestMapperRetriesAreBoundedPerResource(t *testing.T) {
 	m := newTestMappers(t)
 	ctx := context.Background()
-	fail := func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+	fail := func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 		return nil, errors.New("failing")
 	}
 	for i := 0; i < 100; i++ {
@@ -64,14 +64,14 @@ func TestMapperRetriesAreBoundedPerResource(t *testing.T) {
 	assert.Equal(t, "9", a.job.event.Resource.Version, "the retry carries the latest change")
 	assert.Equal(t, 100, a.failures)
 
-	ok := func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+	ok := func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 		return nil, nil
 	}
 	m.run(ctx, change("a", "10", ok))
 	assert.Len(t, m.retries, 1)
 	// The cancelled retry's timer may have fired already: its job is
 	// skipped.
-	a.job.mapper = func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+	a.job.mapper = func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 		t.Error("a cancelled retry ran")
 		return nil, nil
 	}

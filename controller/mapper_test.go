@@ -11,8 +11,8 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,17 +22,17 @@ import (
 // mapperHarness runs a Bar controller that watches Zips through mapper and
 // reports every request it reconciles on reconciled. It returns once the
 // controller runs (it has reconciled the Bar "ready").
-func mapperHarness(t *testing.T, mapper runtime.DependencyMapper) (pbresource.ResourceServiceClient, *prometheus.Registry, <-chan runtime.Request) {
+func mapperHarness(t *testing.T, mapper reconcile.DependencyMapper) (pbresource.ResourceServiceClient, *prometheus.Registry, <-chan reconcile.Request) {
 	t.Helper()
 	svc := startService(t)
 	writeBar(t, svc.Client, "ready", "x", nil)
 	reg := prometheus.NewRegistry()
-	reconciled := make(chan runtime.Request, 100)
+	reconciled := make(chan reconcile.Request, 100)
 	m := newManager(t, svc.Client, controller.WithMetrics(reg))
 	m.MustRegister(controller.NewController("mapped", foo.BarV1Type).
 		WithBackoff(time.Millisecond, 4*time.Millisecond).
 		WithWatch(foo.ZipType, mapper).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			reconciled <- req
 			return nil
 		})))
@@ -44,9 +44,9 @@ func mapperHarness(t *testing.T, mapper runtime.DependencyMapper) (pbresource.Re
 
 // waitReconciled waits until name is reconciled and returns the requests
 // reconciled before it.
-func waitReconciled(t *testing.T, reconciled <-chan runtime.Request, name string) []runtime.Request {
+func waitReconciled(t *testing.T, reconciled <-chan reconcile.Request, name string) []reconcile.Request {
 	t.Helper()
-	var before []runtime.Request
+	var before []reconcile.Request
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
@@ -83,11 +83,11 @@ func writeZipZap(t *testing.T, client pbresource.ResourceServiceClient, name, za
 func TestFailingMapperIsRetriedUntilItSucceeds(t *testing.T) {
 	const failures = 12
 	var calls atomic.Int32
-	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 		if calls.Add(1) <= failures {
 			return nil, errors.New("index not ready")
 		}
-		return []runtime.Request{{ID: barID("for-" + res.Id.Name)}}, nil
+		return []reconcile.Request{{ID: barID("for-" + res.Id.Name)}}, nil
 	})
 	writeZip(t, client, "z1")
 	waitReconciled(t, reconciled, "for-z1")
@@ -98,11 +98,11 @@ func TestFailingMapperIsRetriedUntilItSucceeds(t *testing.T) {
 // A panicking mapper is recovered and retried like a failing one.
 func TestPanickingMapperIsRetried(t *testing.T) {
 	var calls atomic.Int32
-	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 		if calls.Add(1) <= 2 {
 			panic("mapper bug")
 		}
-		return []runtime.Request{{ID: barID("for-" + res.Id.Name)}}, nil
+		return []reconcile.Request{{ID: barID("for-" + res.Id.Name)}}, nil
 	})
 	writeZip(t, client, "z1")
 	waitReconciled(t, reconciled, "for-z1")
@@ -112,11 +112,11 @@ func TestPanickingMapperIsRetried(t *testing.T) {
 // A change whose mapper keeps failing does not hold up the changes after
 // it.
 func TestFailingChangeDoesNotBlockOthers(t *testing.T) {
-	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 		if res.Id.Name == "bad" {
 			return nil, errors.New("always fails")
 		}
-		return []runtime.Request{{ID: barID("for-" + res.Id.Name)}}, nil
+		return []reconcile.Request{{ID: barID("for-" + res.Id.Name)}}, nil
 	})
 	writeZip(t, client, "bad")
 	writeZip(t, client, "good")
@@ -130,12 +130,12 @@ func TestFailingChangeDoesNotBlockOthers(t *testing.T) {
 // it maps, the failed one is not retried any more.
 func TestNewerChangeSupersedesFailedOne(t *testing.T) {
 	var staleCalls atomic.Int32
-	client, _, reconciled := mapperHarness(t, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+	client, _, reconciled := mapperHarness(t, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 		if zap(t, res) == "v1" {
 			staleCalls.Add(1)
 			return nil, errors.New("fails for v1")
 		}
-		return []runtime.Request{{ID: barID("for-" + zap(t, res))}}, nil
+		return []reconcile.Request{{ID: barID("for-" + zap(t, res))}}, nil
 	})
 	writeZipZap(t, client, "z", "v1")
 	require.Eventually(t, func() bool { return staleCalls.Load() >= 2 }, 10*time.Second, time.Millisecond)
@@ -155,8 +155,8 @@ func TestNewerChangeSupersedesFailedOne(t *testing.T) {
 // Requests for another type than the managed one are refused and counted;
 // the mapper's other requests are queued.
 func TestMapperRequestForOtherTypeIsRefused(t *testing.T) {
-	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
-		return []runtime.Request{{ID: zipID(res.Id.Name)}, {ID: barID("for-" + res.Id.Name)}}, nil
+	client, reg, reconciled := mapperHarness(t, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
+		return []reconcile.Request{{ID: zipID(res.Id.Name)}, {ID: barID("for-" + res.Id.Name)}}, nil
 	})
 	writeZip(t, client, "z1")
 	before := waitReconciled(t, reconciled, "for-z1")

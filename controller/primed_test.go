@@ -8,7 +8,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,10 +23,10 @@ func TestWaitPrimed(t *testing.T) {
 		"Bar": time.Millisecond,
 	}})
 	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithWatch(foo.ZipType, func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+		WithWatch(foo.ZipType, func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 			return nil, nil
 		}).
-		WithReconciler(runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil })))
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
 
 	// Not running yet: nothing is primed, so only the context ends the wait.
 	cancelled, cancel := context.WithCancel(context.Background())

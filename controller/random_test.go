@@ -13,7 +13,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -86,7 +86,7 @@ func TestRandomizedChurnWithBrokenStreams(t *testing.T) {
 	m := newManager(t, client)
 	m.MustRegister(controller.NewController("churn", foo.BarV1Type).
 		WithConcurrency(2).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			res, err := rt.Cache.GetByID(&pbresource.ID{Type: req.ID.Type, Tenancy: req.ID.Tenancy, Name: req.ID.Name})
 			if err != nil {
 				return err

@@ -12,17 +12,17 @@ import (
 	"github.com/loomrt/loom/controller/queue"
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 )
 
-type workQueue = queue.Queue[runtime.RequestKey, runtime.Request]
+type workQueue = queue.Queue[reconcile.RequestKey, reconcile.Request]
 
 // subscription is one running controller as the dispatcher sees it.
 type subscription struct {
 	c          *Controller
 	managedKey string
-	watches    map[string]runtime.DependencyMapper
+	watches    map[string]reconcile.DependencyMapper
 	queue      *workQueue
 	inbox      inbox
 	filters    map[string][]predicate.Predicate // nil without WithEventFilter
@@ -44,7 +44,7 @@ func (s *subscription) deliver(typeKey string, ev cache.Event) {
 		return
 	}
 	if typeKey == s.managedKey {
-		req := runtime.Request{ID: resource.CloneID(ev.Resource.Id)}
+		req := reconcile.Request{ID: resource.CloneID(ev.Resource.Id)}
 		s.queue.Add(req.Key(), req)
 		return
 	}
@@ -62,9 +62,9 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		logger = m.logger.Named(c.name)
 	}
 	logger = logger.With("controller", c.name)
-	rt := runtime.Runtime{Client: client, Logger: logger, Cache: m.cache}
+	rt := reconcile.Runtime{Client: client, Logger: logger, Cache: m.cache}
 	met := m.metrics.forController(c.name)
-	q := queue.New[runtime.RequestKey, runtime.Request](queue.Options{
+	q := queue.New[reconcile.RequestKey, reconcile.Request](queue.Options{
 		BaseDelay: c.baseBackoff,
 		MaxDelay:  c.maxBackoff,
 		Metrics:   met.queue,
@@ -78,7 +78,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	s := &subscription{
 		c:          c,
 		managedKey: resource.UnversionedTypeString(c.managedType),
-		watches:    make(map[string]runtime.DependencyMapper),
+		watches:    make(map[string]reconcile.DependencyMapper),
 		queue:      q,
 		filters:    c.eventFilters(),
 		logger:     logger,
@@ -96,7 +96,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		logger.Error("listing managed resources", "error", err)
 	}
 	for _, id := range ids {
-		req := runtime.Request{ID: id}
+		req := reconcile.Request{ID: id}
 		q.Add(req.Key(), req)
 	}
 	logger.Debug("controller started", "resources", len(ids), "workers", c.concurrency)
@@ -122,7 +122,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 }
 
 // initialize runs c's initializer until it succeeds; false if ctx ended.
-func (m *Manager) initialize(ctx context.Context, c *Controller, rt runtime.Runtime, logger hclog.Logger) bool {
+func (m *Manager) initialize(ctx context.Context, c *Controller, rt reconcile.Runtime, logger hclog.Logger) bool {
 	b := c.newBackOff(30 * time.Second)
 	for {
 		err := safeCall(func() error { return c.initializer.Initialize(ctx, rt) })
@@ -152,7 +152,7 @@ func orDefault(d, def time.Duration) time.Duration {
 type worker struct {
 	c      *Controller
 	q      *workQueue
-	rt     runtime.Runtime
+	rt     reconcile.Runtime
 	logger hclog.Logger
 	met    *controllerMetrics
 }
@@ -168,7 +168,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-func (w *worker) reconcile(ctx context.Context, key runtime.RequestKey, req runtime.Request) {
+func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req reconcile.Request) {
 	start := time.Now()
 	rt := w.runtimeFor(req)
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })

@@ -9,7 +9,7 @@ import (
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,7 +44,7 @@ func TestTerminalErrorIsCountedButNotRetried(t *testing.T) {
 	m.MustRegister(controller.NewController("terminal", foo.BarV1Type).
 		WithConcurrency(1).
 		WithBackoff(time.Millisecond, time.Millisecond).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			n := calls.inc(req.ID.Name)
 			switch {
 			case req.ID.Name != "doomed":

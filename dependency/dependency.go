@@ -9,36 +9,36 @@ import (
 
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"google.golang.org/protobuf/proto"
 )
 
 // MapOwner reconciles the owner of the changed resource, if it has one.
-func MapOwner(_ context.Context, _ runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+func MapOwner(_ context.Context, _ reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 	if res.Owner == nil {
 		return nil, nil
 	}
-	return []runtime.Request{{ID: res.Owner}}, nil
+	return []reconcile.Request{{ID: res.Owner}}, nil
 }
 
 // MapOwnerFiltered is MapOwner for owners of type typ only (any
 // GroupVersion); other owners are ignored.
-func MapOwnerFiltered(typ *pbresource.Type) runtime.DependencyMapper {
-	return func(_ context.Context, _ runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+func MapOwnerFiltered(typ *pbresource.Type) reconcile.DependencyMapper {
+	return func(_ context.Context, _ reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 		if res.Owner == nil || !resource.EqualUnversionedType(res.Owner.Type, typ) {
 			return nil, nil
 		}
-		return []runtime.Request{{ID: res.Owner}}, nil
+		return []reconcile.Request{{ID: res.Owner}}, nil
 	}
 }
 
 // ReplaceType reconciles the resource of typ with the changed resource's
 // tenancy and name: for controllers whose managed resources mirror another
 // type one to one. The Uid is dropped, as it belongs to the other type.
-func ReplaceType(typ *pbresource.Type) runtime.DependencyMapper {
-	return func(_ context.Context, _ runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
-		return []runtime.Request{{ID: &pbresource.ID{
+func ReplaceType(typ *pbresource.Type) reconcile.DependencyMapper {
+	return func(_ context.Context, _ reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
+		return []reconcile.Request{{ID: &pbresource.ID{
 			Type:    typ,
 			Tenancy: res.Id.GetTenancy(),
 			Name:    res.Id.GetName(),
@@ -48,9 +48,9 @@ func ReplaceType(typ *pbresource.Type) runtime.DependencyMapper {
 
 // MultiMapper runs every mapper and returns all their requests; the first
 // error stops it.
-func MultiMapper(mappers ...runtime.DependencyMapper) runtime.DependencyMapper {
-	return func(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
-		var out []runtime.Request
+func MultiMapper(mappers ...reconcile.DependencyMapper) reconcile.DependencyMapper {
+	return func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
+		var out []reconcile.Request
 		for _, m := range mappers {
 			reqs, err := m(ctx, rt, res)
 			if err != nil {
@@ -66,26 +66,26 @@ func MultiMapper(mappers ...runtime.DependencyMapper) runtime.DependencyMapper {
 // resource's cache.Key in the named index: "every Bar whose qux index points
 // at this Zip". The index must be declared for indexedType by the
 // controller (NewController or WithWatch) with keys built by cache.Key.
-func MapByIndex(indexedType *pbresource.Type, index string) runtime.DependencyMapper {
+func MapByIndex(indexedType *pbresource.Type, index string) reconcile.DependencyMapper {
 	return MapByIndexKeys(indexedType, index, func(res *pbresource.Resource) ([]string, error) {
 		return []string{cache.Key(res.Id)}, nil
 	})
 }
 
 // MapByIndexKeys is MapByIndex with the lookup keys computed by keys.
-func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *pbresource.Resource) ([]string, error)) runtime.DependencyMapper {
-	return func(_ context.Context, rt runtime.Runtime, res *pbresource.Resource) ([]runtime.Request, error) {
+func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *pbresource.Resource) ([]string, error)) reconcile.DependencyMapper {
+	return func(_ context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 		ks, err := keys(res)
 		if err != nil {
 			return nil, err
 		}
-		var out []runtime.Request
+		var out []reconcile.Request
 		for _, k := range ks {
 			ids, err := rt.Cache.ListIDs(indexedType, index, k)
 			if err != nil {
 				return nil, fmt.Errorf("mapping %s through index %q: %w", resource.IDString(res.Id), index, err)
 			}
-			out = append(out, runtime.RequestsFromIDs(ids)...)
+			out = append(out, reconcile.RequestsFromIDs(ids)...)
 		}
 		return out, nil
 	}
@@ -95,7 +95,7 @@ func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *p
 // owns, found through the built-in owner index by the changed resource's
 // Uid: resources owned by an earlier resource of the same name are not
 // among them.
-func MapOwned(ownedType *pbresource.Type) runtime.DependencyMapper {
+func MapOwned(ownedType *pbresource.Type) reconcile.DependencyMapper {
 	return MapByIndexKeys(ownedType, cache.OwnerIndex, func(res *pbresource.Resource) ([]string, error) {
 		return []string{cache.OwnerKey(res.Id)}, nil
 	})

@@ -9,8 +9,8 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -28,7 +28,7 @@ func bar(t *testing.T, name string, qux *pbresource.ID, owner *pbresource.ID) *p
 	}
 }
 
-func names(reqs []runtime.Request) []string {
+func names(reqs []reconcile.Request) []string {
 	out := make([]string, len(reqs))
 	for i, r := range reqs {
 		out[i] = r.ID.Name
@@ -41,27 +41,27 @@ func TestOwnerMappers(t *testing.T) {
 	zip := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "z", Uid: "u"}
 	owned := bar(t, "b", nil, zip)
 
-	reqs, err := dependency.MapOwner(ctx, runtime.Runtime{}, owned)
+	reqs, err := dependency.MapOwner(ctx, reconcile.Runtime{}, owned)
 	require.NoError(t, err)
 	require.Len(t, reqs, 1)
 	assert.True(t, resource.EqualID(zip, reqs[0].ID))
 
-	reqs, _ = dependency.MapOwner(ctx, runtime.Runtime{}, bar(t, "lonely", nil, nil))
+	reqs, _ = dependency.MapOwner(ctx, reconcile.Runtime{}, bar(t, "lonely", nil, nil))
 	assert.Empty(t, reqs)
 
-	reqs, _ = dependency.MapOwnerFiltered(foo.ZipType)(ctx, runtime.Runtime{}, owned)
+	reqs, _ = dependency.MapOwnerFiltered(foo.ZipType)(ctx, reconcile.Runtime{}, owned)
 	assert.Len(t, reqs, 1)
-	reqs, _ = dependency.MapOwnerFiltered(foo.QuxType)(ctx, runtime.Runtime{}, owned)
+	reqs, _ = dependency.MapOwnerFiltered(foo.QuxType)(ctx, reconcile.Runtime{}, owned)
 	assert.Empty(t, reqs)
 
-	reqs, _ = dependency.ReplaceType(foo.BarV2Type)(ctx, runtime.Runtime{}, owned)
+	reqs, _ = dependency.ReplaceType(foo.BarV2Type)(ctx, reconcile.Runtime{}, owned)
 	require.Len(t, reqs, 1)
 	assert.Equal(t, "b", reqs[0].ID.Name)
 	assert.True(t, resource.EqualType(foo.BarV2Type, reqs[0].ID.Type))
 	assert.Empty(t, reqs[0].ID.Uid)
 
 	multi := dependency.MultiMapper(dependency.MapOwner, dependency.ReplaceType(foo.BarV2Type))
-	reqs, _ = multi(ctx, runtime.Runtime{}, owned)
+	reqs, _ = multi(ctx, reconcile.Runtime{}, owned)
 	assert.Len(t, reqs, 2)
 }
 
@@ -75,7 +75,7 @@ func TestMapByIndex(t *testing.T) {
 		_, err := c.Upsert(r)
 		require.NoError(t, err)
 	}
-	rt := runtime.Runtime{Cache: c}
+	rt := reconcile.Runtime{Cache: c}
 	zipRes := &pbresource.Resource{Id: resource.CloneID(zipA)}
 	zipRes.Id.Uid = "whatever" // Uids do not matter to the key
 
@@ -97,7 +97,7 @@ func TestMapOwned(t *testing.T) {
 	earlier := resource.CloneID(owner)
 	earlier.Uid = "u0"
 	_, _ = c.Upsert(bar(t, "earlier-child", nil, earlier))
-	reqs, err := dependency.MapOwned(foo.BarV1Type)(context.Background(), runtime.Runtime{Cache: c}, &pbresource.Resource{Id: owner})
+	reqs, err := dependency.MapOwned(foo.BarV1Type)(context.Background(), reconcile.Runtime{Cache: c}, &pbresource.Resource{Id: owner})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"child"}, names(reqs))
 }

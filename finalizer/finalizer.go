@@ -18,8 +18,8 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -96,7 +96,7 @@ func setFinalizers(res *pbresource.Resource, names []string) {
 // The write is a compare-and-swap on res.Version, so a stale res (e.g. from
 // a lagging cache) fails with Aborted rather than undoing a newer write;
 // return the error to retry later. res itself is not changed.
-func EnsureHasFinalizer(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, name string) (*pbresource.Resource, error) {
+func EnsureHasFinalizer(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource, name string) (*pbresource.Resource, error) {
 	if HasFinalizer(res, name) {
 		return res, nil
 	}
@@ -118,7 +118,7 @@ func EnsureHasFinalizer(ctx context.Context, rt runtime.Runtime, res *pbresource
 // finalizers can change only by status writes, which must not make the
 // deletion fail. The Delete is issued too when res has no finalizer left
 // to remove, so a retry after a failed Delete completes the deletion.
-func EnsureFinalizerRemoved(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, name string) (*pbresource.Resource, error) {
+func EnsureFinalizerRemoved(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource, name string) (*pbresource.Resource, error) {
 	current := res
 	if HasFinalizer(res, name) {
 		written, err := writeMetadata(ctx, rt, res, func(r *pbresource.Resource) { RemoveFinalizer(r, name) })
@@ -140,7 +140,7 @@ func EnsureFinalizerRemoved(ctx context.Context, rt runtime.Runtime, res *pbreso
 // when it is deleted or already gone, including when the name now belongs
 // to a newer resource (Loom refuses the Delete with FailedPrecondition then;
 // Consul accepts it and deletes nothing).
-func deleteLifetime(ctx context.Context, rt runtime.Runtime, id *pbresource.ID) error {
+func deleteLifetime(ctx context.Context, rt reconcile.Runtime, id *pbresource.ID) error {
 	_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: id})
 	switch status.Code(err) {
 	case codes.OK, codes.NotFound:
@@ -156,7 +156,7 @@ func deleteLifetime(ctx context.Context, rt runtime.Runtime, id *pbresource.ID) 
 	return err
 }
 
-func writeMetadata(ctx context.Context, rt runtime.Runtime, res *pbresource.Resource, change func(*pbresource.Resource)) (*pbresource.Resource, error) {
+func writeMetadata(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource, change func(*pbresource.Resource)) (*pbresource.Resource, error) {
 	// A shallow copy with its own metadata: only the metadata changes, and
 	// the client does not keep the request. The status is left out: the
 	// service carries the stored one over, and a stale copy must not look

@@ -8,9 +8,9 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/finalizer"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
-	"github.com/loomrt/loom/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -39,7 +39,7 @@ func TestInMemoryHelpers(t *testing.T) {
 
 func TestEnsureFlow(t *testing.T) {
 	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
-	rt := runtime.Runtime{Client: client}
+	rt := reconcile.Runtime{Client: client}
 	ctx := context.Background()
 	data, err := anypb.New(&pbfoov1.Bar{Baz: "x"})
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func TestEnsureFinalizerRemovedDeletesOnConsul(t *testing.T) {
 	ctx := context.Background()
 	res := markedBar("uid1", "a b")
 	svc := &consulLike{stored: proto.Clone(res).(*pbresource.Resource)}
-	rt := runtime.Runtime{Client: svc}
+	rt := reconcile.Runtime{Client: svc}
 
 	left, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, "a")
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestEnsureFinalizerRemovedRetriesTheDelete(t *testing.T) {
 	ctx := context.Background()
 	res := markedBar("uid1", "")
 	svc := &consulLike{stored: proto.Clone(res).(*pbresource.Resource), deleteErr: status.Error(codes.Unavailable, "try later")}
-	rt := runtime.Runtime{Client: svc}
+	rt := reconcile.Runtime{Client: svc}
 
 	_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, "a")
 	assert.Equal(t, codes.Unavailable, status.Code(err), "a failed Delete is returned, to be retried")
@@ -199,7 +199,7 @@ func TestEnsureFinalizerRemovedRetriesTheDelete(t *testing.T) {
 // the new one is untouched.
 func TestEnsureFinalizerRemovedSparesANewerResource(t *testing.T) {
 	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
-	rt := runtime.Runtime{Client: client}
+	rt := reconcile.Runtime{Client: client}
 	ctx := context.Background()
 	data, err := anypb.New(&pbfoov1.Bar{Baz: "x"})
 	require.NoError(t, err)

@@ -14,8 +14,8 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 )
 
 // LogLevelEnv names the environment variable that sets the level of the
@@ -222,8 +222,8 @@ func NewControllerHarness(t T, client pbresource.ResourceServiceClient, ctrl *co
 }
 
 // Runtime returns the Runtime the harness hands to the controller's code.
-func (h *ControllerHarness) Runtime() runtime.Runtime {
-	return runtime.Runtime{Client: h.Client.ResourceServiceClient, Logger: h.Logger, Cache: h.Cache}
+func (h *ControllerHarness) Runtime() reconcile.Runtime {
+	return reconcile.Runtime{Client: h.Client.ResourceServiceClient, Logger: h.Logger, Cache: h.Cache}
 }
 
 // Write writes the resource b declares to the service (see
@@ -305,7 +305,7 @@ func (h *ControllerHarness) Reconcile(t T, id *pbresource.ID) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), h.Client.timeout)
 	defer cancel()
-	return h.desc.Reconciler.Reconcile(ctx, h.Runtime(), runtime.Request{ID: resource.CloneID(id)})
+	return h.desc.Reconciler.Reconcile(ctx, h.Runtime(), reconcile.Request{ID: resource.CloneID(id)})
 }
 
 // Initialize runs the controller's initializer once and returns its error;
@@ -324,11 +324,11 @@ func (h *ControllerHarness) Initialize(t T) error {
 // type, a request for res itself (as the Manager does); for a watched type,
 // what the watch's dependency mapper returns. It fails t when the
 // controller neither manages nor watches res's type.
-func (h *ControllerHarness) Map(t T, res *pbresource.Resource) ([]runtime.Request, error) {
+func (h *ControllerHarness) Map(t T, res *pbresource.Resource) ([]reconcile.Request, error) {
 	t.Helper()
 	typ := res.GetId().GetType()
 	if resource.EqualUnversionedType(typ, h.desc.ManagedType) {
-		return []runtime.Request{{ID: resource.CloneID(res.Id)}}, nil
+		return []reconcile.Request{{ID: resource.CloneID(res.Id)}}, nil
 	}
 	for _, w := range h.desc.Watches {
 		if resource.EqualUnversionedType(typ, w.Type) {

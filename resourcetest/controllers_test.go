@@ -15,9 +15,9 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
-	"github.com/loomrt/loom/runtime"
 )
 
 func TestRunControllers(t *testing.T) {
@@ -42,8 +42,8 @@ func TestRunControllersStopsTheManagerAtTheEnd(t *testing.T) {
 	started := make(chan context.Context, 1)
 	t.Run("inner", func(t *testing.T) {
 		ctrl := controller.NewController("stopper", foo.BarV1Type).
-			WithReconciler(runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil })).
-			WithInitializer(runtime.InitializeFunc(func(ctx context.Context, _ runtime.Runtime) error {
+			WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })).
+			WithInitializer(reconcile.InitializeFunc(func(ctx context.Context, _ reconcile.Runtime) error {
 				started <- ctx
 				return nil
 			}))
@@ -110,10 +110,10 @@ func TestHarnessMapperErrorsAreReturned(t *testing.T) {
 	svc := startService(t)
 	boom := errors.New("boom")
 	ctrl := controller.NewController("failing-mapper", foo.BarV1Type).
-		WithWatch(foo.ZipType, func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+		WithWatch(foo.ZipType, func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 			return nil, boom
 		}).
-		WithReconciler(runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil }))
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil }))
 	h := resourcetest.NewControllerHarness(t, svc.Client, ctrl)
 	_, err := h.Map(t, svc.Resource(foo.ZipType, "z").Build())
 	require.ErrorIs(t, err, boom)
@@ -154,10 +154,10 @@ func TestHarnessSyncReadsEveryTenancyAndVersion(t *testing.T) {
 	// GroupVersion. (barController's index decodes foo.v1.Bar data, so it
 	// cannot index a foo.v2.Bar; a plain controller is used here.)
 	ctrl := controller.NewController("plain", foo.BarV1Type).
-		WithWatch(foo.ZipType, func(context.Context, runtime.Runtime, *pbresource.Resource) ([]runtime.Request, error) {
+		WithWatch(foo.ZipType, func(context.Context, reconcile.Runtime, *pbresource.Resource) ([]reconcile.Request, error) {
 			return nil, nil
 		}).
-		WithReconciler(runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error { return nil }))
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil }))
 	h := resourcetest.NewControllerHarness(t, svc.Client, ctrl)
 	svc.Resource(foo.BarV1Type, "a").WithTenancy(&pbresource.Tenancy{Partition: "p1", Namespace: "n1"}).WithData(t, &pbfoov1.Bar{Baz: "a"}).Write(t, svc.Client)
 	svc.Resource(foo.BarV1Type, "b").WithData(t, &pbfoov1.Bar{Baz: "b"}).Write(t, svc.Client)
@@ -172,13 +172,13 @@ func TestHarnessInitializeAndRequeue(t *testing.T) {
 	svc := startService(t)
 	initialized := false
 	ctrl := controller.NewController("requeuer", foo.BarV1Type).
-		WithInitializer(runtime.InitializeFunc(func(_ context.Context, rt runtime.Runtime) error {
+		WithInitializer(reconcile.InitializeFunc(func(_ context.Context, rt reconcile.Runtime) error {
 			require.NotNil(t, rt.Client)
 			require.NotNil(t, rt.Cache)
 			initialized = true
 			return nil
 		})).
-		WithReconciler(runtime.ReconcileFunc(func(context.Context, runtime.Runtime, runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error {
 			return controller.RequeueAfter(time.Minute)
 		}))
 	h := resourcetest.NewControllerHarness(t, svc.Client, ctrl)

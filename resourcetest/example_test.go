@@ -14,9 +14,9 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
-	"github.com/loomrt/loom/runtime"
 )
 
 // The code between "snippet:" and "end snippet" comments is quoted in
@@ -32,7 +32,7 @@ const acceptedKey = "example.accepted"
 func barController() *controller.Controller {
 	return controller.NewController("bar-acceptor", foo.BarV1Type, barsByZip).
 		WithWatch(foo.ZipType, mapZipToBars).
-		WithReconciler(runtime.ReconcileFunc(reconcileBar))
+		WithReconciler(reconcile.ReconcileFunc(reconcileBar))
 }
 
 var barsByZip = cache.NewDecodedIndex("bars-by-zip",
@@ -43,15 +43,15 @@ var barsByZip = cache.NewDecodedIndex("bars-by-zip",
 		return cache.Key(bar.Qux), true, nil
 	})
 
-func mapZipToBars(_ context.Context, rt runtime.Runtime, zip *pbresource.Resource) ([]runtime.Request, error) {
+func mapZipToBars(_ context.Context, rt reconcile.Runtime, zip *pbresource.Resource) ([]reconcile.Request, error) {
 	ids, err := rt.Cache.ListIDs(foo.BarV1Type, "bars-by-zip", cache.Key(zip.Id))
 	if err != nil {
 		return nil, err
 	}
-	return runtime.RequestsFromIDs(ids), nil
+	return reconcile.RequestsFromIDs(ids), nil
 }
 
-func reconcileBar(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func reconcileBar(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 	res, err := rt.Cache.GetByID(req.ID)
 	if err != nil || res == nil {
 		return err // a deleted Bar needs nothing

@@ -15,8 +15,8 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resourcetest"
-	"github.com/loomrt/loom/runtime"
 )
 
 func TestRequireSettledPassesOnASettledController(t *testing.T) {
@@ -38,7 +38,7 @@ func TestRequireSettledPassesOnASettledController(t *testing.T) {
 func tickerController() *controller.Controller {
 	var n atomic.Int64
 	return controller.NewController("ticker", foo.BarV1Type).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			data, err := anypb.New(&pbfoov1.Zip{Zap: strconv.FormatInt(n.Add(1), 10)})
 			if err != nil {
 				return err

@@ -11,8 +11,8 @@ import (
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/finalizer"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 )
 
 const (
@@ -73,7 +73,7 @@ func RegisterControllers(m *controller.Manager) error {
 
 type barReconciler struct{}
 
-func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func (barReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 	res, err := rt.Cache.GetByID(req.ID)
 	if err != nil || res == nil {
 		return err // gone: nothing of ours outlives a Bar
@@ -112,7 +112,7 @@ func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runt
 }
 
 // resolvedRefs reports whether the Zip that bar references exists.
-func resolvedRefs(rt runtime.Runtime, bar *pbfoov1.Bar) *pbresource.Condition {
+func resolvedRefs(rt reconcile.Runtime, bar *pbfoov1.Bar) *pbresource.Condition {
 	if bar.Qux == nil {
 		return &pbresource.Condition{Type: ConditionResolvedRefs, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk, Message: "the bar references nothing"}
 	}

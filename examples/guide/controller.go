@@ -9,8 +9,8 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/finalizer"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -36,7 +36,7 @@ type barReconciler struct{}
 
 const barFinalizer = "guide.example/bar-cleanup"
 
-func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func (barReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 	res, err := rt.Cache.GetByID(req.ID)
 	if err != nil || res == nil {
 		return err // deleted: nothing to do
@@ -73,7 +73,7 @@ func (barReconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runt
 type barInitializer struct{}
 
 // Initialize makes sure a default Bar exists before the first reconcile.
-func (barInitializer) Initialize(ctx context.Context, rt runtime.Runtime) error {
+func (barInitializer) Initialize(ctx context.Context, rt reconcile.Runtime) error {
 	id := &pbresource.ID{Type: BarType, Name: "default"}
 	_, err := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: id})
 	if status.Code(err) != codes.NotFound {

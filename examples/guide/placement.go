@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/loomrt/loom/controller"
-	"github.com/loomrt/loom/runtime"
+	"github.com/loomrt/loom/reconcile"
 )
 
 // localConfigController runs on every server, leader or not, to apply each
@@ -13,7 +13,7 @@ func localConfigController() *controller.Controller {
 	return controller.NewController("bar-local-config", BarType).
 		WithPlacement(controller.PlacementEachServer).
 		WithConcurrency(4).
-		WithReconciler(runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 			rt.Logger.Debug("applying bar locally", "name", req.ID.Name)
 			return nil
 		}))

@@ -18,8 +18,8 @@ import (
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -37,7 +37,7 @@ func Controller() *controller.Controller {
 type reconciler struct{}
 
 // Reconcile deletes what the tombstone's owner owned, then the tombstone.
-func (reconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+func (reconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 	tomb, err := rt.Cache.GetByID(req.ID)
 	if err != nil || tomb == nil {
 		return err
@@ -85,7 +85,7 @@ func (reconciler) Reconcile(ctx context.Context, rt runtime.Runtime, req runtime
 }
 
 // ownerExists reads the owner (that lifetime of it, by Uid) consistently.
-func ownerExists(ctx context.Context, rt runtime.Runtime, owner *pbresource.ID) (bool, error) {
+func ownerExists(ctx context.Context, rt reconcile.Runtime, owner *pbresource.ID) (bool, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	_, err := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: owner})
 	switch status.Code(err) {
@@ -101,7 +101,7 @@ func ownerExists(ctx context.Context, rt runtime.Runtime, owner *pbresource.ID) 
 	return false, fmt.Errorf("reading owner %s: %w", resource.IDString(owner), err)
 }
 
-func deleteTombstone(ctx context.Context, rt runtime.Runtime, tomb *pbresource.Resource) error {
+func deleteTombstone(ctx context.Context, rt reconcile.Runtime, tomb *pbresource.Resource) error {
 	_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: tomb.Id})
 	if err != nil && status.Code(err) != codes.NotFound {
 		return fmt.Errorf("deleting tombstone %s: %w", resource.IDString(tomb.Id), err)

@@ -14,8 +14,8 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/runtime"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/storage"
 )
@@ -52,7 +52,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	release := make(chan struct{})
 	stuckStarted := make(chan struct{})
 	stuckResult := make(chan error, 1)
-	reconciler := runtime.ReconcileFunc(func(ctx context.Context, rt runtime.Runtime, req runtime.Request) error {
+	reconciler := reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
 		wctx := ctx
 		if req.ID.Name == "stuck" {
 			close(stuckStarted)

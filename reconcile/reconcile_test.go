@@ -1,4 +1,4 @@
-package runtime_test
+package reconcile_test
 
 import (
 	"context"
@@ -7,24 +7,24 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resourcetest"
-	"github.com/loomrt/loom/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestRequestKeyIgnoresUidAndType(t *testing.T) {
-	a := runtime.Request{ID: &pbresource.ID{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}, Name: "x", Uid: "1"}}
-	b := runtime.Request{ID: &pbresource.ID{Type: foo.BarV2Type, Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}, Name: "x"}}
+	a := reconcile.Request{ID: &pbresource.ID{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}, Name: "x", Uid: "1"}}
+	b := reconcile.Request{ID: &pbresource.ID{Type: foo.BarV2Type, Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}, Name: "x"}}
 	assert.Equal(t, a.Key(), b.Key())
 	assert.Equal(t, "p/n/x", a.Key().String())
-	c := runtime.Request{ID: &pbresource.ID{Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "other"}, Name: "x"}}
+	c := reconcile.Request{ID: &pbresource.ID{Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "other"}, Name: "x"}}
 	assert.NotEqual(t, a.Key(), c.Key())
 }
 
 func TestWriteStatusOnlyWhenChanged(t *testing.T) {
 	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
-	rt := runtime.Runtime{Client: svc.Client}
+	rt := reconcile.Runtime{Client: svc.Client}
 	ctx := context.Background()
 	res := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "x"}).Write(t, svc.Client)
 

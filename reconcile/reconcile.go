@@ -1,9 +1,10 @@
-// Package runtime holds what controllers, mappers and the controller
+// Package reconcile holds what controllers, mappers and the controller
 // framework share: the Runtime a reconciler works with, the Request it is
 // asked to reconcile, and the Reconciler, Initializer and DependencyMapper
 // types. It sits below controller and dependency so neither imports the
-// other.
-package runtime
+// other. (It was called runtime, which clashed with the standard library's
+// package of that name in every file that needed both.)
+package reconcile
 
 import (
 	"context"
