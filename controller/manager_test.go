@@ -220,11 +220,11 @@ func TestRequeueAfterAndNow(t *testing.T) {
 			switch {
 			case req.ID.Name == "later" && n == 1:
 				firstLater = time.Now()
-				return controller.RequeueAfter(50 * time.Millisecond)
+				return reconcile.RequeueAfter(50 * time.Millisecond)
 			case req.ID.Name == "later" && n == 2:
 				secondLater.Store(time.Now())
 			case req.ID.Name == "now" && n < 3:
-				return controller.RequeueNow()
+				return reconcile.RequeueNow()
 			}
 			return nil
 		})))

@@ -173,7 +173,7 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 	rt := w.runtimeFor(req)
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
 	w.met.time.Observe(time.Since(start).Seconds())
-	if IsTerminalError(err) {
+	if reconcile.IsTerminalError(err) {
 		w.met.terminal.Inc()
 		w.met.errors.Inc()
 		w.q.Forget(key)

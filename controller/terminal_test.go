@@ -17,16 +17,16 @@ import (
 
 func TestTerminalErrorWraps(t *testing.T) {
 	cause := errors.New("invalid spec")
-	err := fmt.Errorf("reconciling: %w", controller.TerminalError(cause))
-	assert.True(t, controller.IsTerminalError(err))
-	assert.ErrorIs(t, err, controller.TerminalError(nil), "matches as in controller-runtime")
+	err := fmt.Errorf("reconciling: %w", reconcile.TerminalError(cause))
+	assert.True(t, reconcile.IsTerminalError(err))
+	assert.ErrorIs(t, err, reconcile.TerminalError(nil), "matches as in controller-runtime")
 	assert.ErrorIs(t, err, cause, "the cause stays reachable")
 	assert.EqualError(t, err, "reconciling: terminal error: invalid spec")
 
-	assert.False(t, controller.IsTerminalError(cause))
-	assert.False(t, controller.IsTerminalError(nil))
-	assert.NotErrorIs(t, cause, controller.TerminalError(nil))
-	assert.False(t, controller.IsTerminalError(controller.RequeueNow()))
+	assert.False(t, reconcile.IsTerminalError(cause))
+	assert.False(t, reconcile.IsTerminalError(nil))
+	assert.NotErrorIs(t, cause, reconcile.TerminalError(nil))
+	assert.False(t, reconcile.IsTerminalError(reconcile.RequeueNow()))
 }
 
 // A terminal error is counted and logged, but the request is not requeued.
@@ -52,7 +52,7 @@ func TestTerminalErrorIsCountedButNotRetried(t *testing.T) {
 			case n == 1:
 				return errors.New("transient") // retried with backoff
 			default:
-				return fmt.Errorf("giving up: %w", controller.TerminalError(errors.New("invalid")))
+				return fmt.Errorf("giving up: %w", reconcile.TerminalError(errors.New("invalid")))
 			}
 		})))
 	m.SetLeader(true)

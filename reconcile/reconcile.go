@@ -1,7 +1,8 @@
 // Package reconcile holds what controllers, mappers and the controller
 // framework share: the Runtime a reconciler works with, the Request it is
-// asked to reconcile, and the Reconciler, Initializer and DependencyMapper
-// types. It sits below controller and dependency so neither imports the
+// asked to reconcile, the Reconciler, Initializer and DependencyMapper
+// types, and the errors by which a reconciler chooses what happens next
+// (RequeueAfter, RequeueNow, TerminalError). It sits below controller and dependency so neither imports the
 // other. (It was called runtime, which clashed with the standard library's
 // package of that name in every file that needed both.)
 package reconcile
@@ -53,8 +54,8 @@ type RequestKey struct {
 func (k RequestKey) String() string { return k.Partition + "/" + k.Namespace + "/" + k.Name }
 
 // Reconciler brings the world in line with one resource. Return nil when
-// done, an error to retry with backoff, or controller.RequeueAfter /
-// controller.RequeueNow to choose when to run again.
+// done, an error to retry with backoff, or reconcile.RequeueAfter /
+// reconcile.RequeueNow to choose when to run again.
 type Reconciler interface {
 	Reconcile(ctx context.Context, rt Runtime, req Request) error
 }

@@ -300,7 +300,7 @@ func (h *ControllerHarness) snapshot(typ *pbresource.Type) ([]*pbresource.Resour
 }
 
 // Reconcile runs the controller's reconciler once for the resource id and
-// returns its error (controller.RequeueAfter and RequeueNow included).
+// returns its error (reconcile.RequeueAfter and RequeueNow included).
 func (h *ControllerHarness) Reconcile(t T, id *pbresource.ID) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), h.Client.timeout)

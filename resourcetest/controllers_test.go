@@ -179,13 +179,13 @@ func TestHarnessInitializeAndRequeue(t *testing.T) {
 			return nil
 		})).
 		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error {
-			return controller.RequeueAfter(time.Minute)
+			return reconcile.RequeueAfter(time.Minute)
 		}))
 	h := resourcetest.NewControllerHarness(t, svc.Client, ctrl)
 	require.NoError(t, h.Initialize(t))
 	require.True(t, initialized)
 	err := h.Reconcile(t, svc.Resource(foo.BarV1Type, "x").ID())
-	var requeue controller.RequeueAfterError
+	var requeue reconcile.RequeueAfterError
 	require.ErrorAs(t, err, &requeue)
 	require.Equal(t, time.Minute, time.Duration(requeue))
 

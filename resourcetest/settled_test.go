@@ -48,7 +48,7 @@ func tickerController() *controller.Controller {
 			if _, err := rt.Client.Write(ctx, &pbresource.WriteRequest{Resource: zip}); err != nil {
 				return err
 			}
-			return controller.RequeueAfter(10 * time.Millisecond)
+			return reconcile.RequeueAfter(10 * time.Millisecond)
 		}))
 }
 

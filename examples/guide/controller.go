@@ -57,7 +57,7 @@ func (barReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req re
 		return err
 	}
 	if time.Now().Hour() < 9 && bar.Baz == "wait-for-office-hours" {
-		return controller.RequeueAfter(time.Hour)
+		return reconcile.RequeueAfter(time.Hour)
 	}
 	_, err = rt.WriteStatus(ctx, res, "guide.bar", &pbresource.Status{
 		Conditions: []*pbresource.Condition{{
