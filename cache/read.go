@@ -78,6 +78,17 @@ func (c *Cache) List(typ *pbresource.Type, index, key string) ([]*pbresource.Res
 
 // lookup returns the stored (shared) resources under key; callers clone.
 func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.Resource, error) {
+	return lookupEach(c, typ, index, key, func(e *entry) *pbresource.Resource { return e.res })
+}
+
+// lookupIDs is lookup for the stored resources' IDs.
+func (c *Cache) lookupIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
+	return lookupEach(c, typ, index, key, func(e *entry) *pbresource.ID { return e.res.Id })
+}
+
+// lookupEach returns pick of every stored entry under key of index, in the
+// index's order. What pick returns is shared with the cache.
+func lookupEach[T any](c *Cache, typ *pbresource.Type, index, key string, pick func(*entry) T) ([]T, error) {
 	if index == OwnerIndex {
 		if err := checkOwnerKey(key); err != nil {
 			return nil, err
@@ -95,7 +106,7 @@ func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.R
 			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
 		}
 		if e, ok := tc.byID.get(k); ok {
-			return []*pbresource.Resource{e.res}, nil
+			return []T{pick(e)}, nil
 		}
 		return nil, nil
 	}
@@ -107,9 +118,9 @@ func (c *Cache) lookup(typ *pbresource.Type, index, key string) ([]*pbresource.R
 	if b == nil {
 		return nil, nil
 	}
-	out := make([]*pbresource.Resource, len(b.entries))
+	out := make([]T, len(b.entries))
 	for i, e := range b.entries {
-		out[i] = e.res
+		out[i] = pick(e)
 	}
 	return out, nil
 }
@@ -131,44 +142,6 @@ func (c *Cache) ListReadOnly(typ *pbresource.Type, index, key string) ([]*pbreso
 // ListIDsReadOnly implements ReadOnlyCache.
 func (c *Cache) ListIDsReadOnly(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
 	return c.lookupIDs(typ, index, key)
-}
-
-// lookupIDs is lookup for the stored resources' IDs.
-func (c *Cache) lookupIDs(typ *pbresource.Type, index, key string) ([]*pbresource.ID, error) {
-	if index == OwnerIndex {
-		if err := checkOwnerKey(key); err != nil {
-			return nil, err
-		}
-	}
-	tc, err := c.typeCache(typ)
-	if err != nil {
-		return nil, err
-	}
-	tc.mu.RLock()
-	defer tc.mu.RUnlock()
-	if index == IDIndex {
-		k, ok := parseKey(key)
-		if !ok {
-			return nil, fmt.Errorf("%q is not a resource key (see cache.Key)", key)
-		}
-		if e, ok := tc.byID.get(k); ok {
-			return []*pbresource.ID{e.res.Id}, nil
-		}
-		return nil, nil
-	}
-	ix, err := tc.index(index)
-	if err != nil {
-		return nil, err
-	}
-	b := ix.buckets[key]
-	if b == nil {
-		return nil, nil
-	}
-	out := make([]*pbresource.ID, len(b.entries))
-	for i, e := range b.entries {
-		out[i] = e.res.Id
-	}
-	return out, nil
 }
 
 // ListIterator implements ReadOnlyCache.
