@@ -50,9 +50,8 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, overGRPC bool) *benchEnv {
 	b.Helper()
 	reg := resource.NewRegistry()
-	reg.MustRegister(resource.Registration{
+	resource.MustRegister(reg, resource.Registration[*wrapperspb.StringValue]{
 		Type:  widgetType,
-		Proto: &wrapperspb.StringValue{},
 		Scope: resource.ScopeNamespace,
 	})
 	srv := server.New(server.Config{Backend: inmem.New(), Registry: reg})

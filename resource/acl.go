@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"google.golang.org/protobuf/proto"
 )
 
 // Access is the kind of access a request needs.
@@ -59,44 +60,23 @@ var DenyAll Authorizer = AuthorizerFunc(func(Access, *pbresource.ID) bool { retu
 // a request; the server answers PermissionDenied.
 var ErrPermissionDenied = errors.New("permission denied")
 
-// ACLHooks overrides a type's authorization checks. A nil hook falls back to
-// the default check, which asks the Authorizer for the matching Access.
-type ACLHooks struct {
-	// Read authorizes reading id. res is the stored resource, or nil when
-	// it does not exist (so a hook can refuse before revealing that).
-	Read func(authz Authorizer, id *pbresource.ID, res *pbresource.Resource) error
+// ACLHooks overrides the authorization checks of a type whose Data holds a
+// T. A nil hook falls back to the default check, which asks the Authorizer
+// for the matching Access.
+type ACLHooks[T proto.Message] struct {
+	// Read authorizes reading id. res is the stored resource with its Data
+	// decoded, or nil when it does not exist (so a hook can refuse before
+	// revealing that).
+	Read func(authz Authorizer, id *pbresource.ID, res *Decoded[T]) error
 
 	// Write authorizes writing res (for Delete and WriteStatus, the stored
-	// resource).
-	Write func(authz Authorizer, res *pbresource.Resource) error
+	// resource). For a Delete of a resource that does not exist, res holds
+	// only the ID and Data is the zero T.
+	Write func(authz Authorizer, res *Decoded[T]) error
 
 	// List authorizes listing or watching the type in tenancy. Read is
 	// still applied to each listed resource.
 	List func(authz Authorizer, tenancy *pbresource.Tenancy) error
-}
-
-// AuthorizeRead runs reg's Read hook, or the default check.
-func (reg Registration) AuthorizeRead(authz Authorizer, id *pbresource.ID, res *pbresource.Resource) error {
-	if reg.ACLs != nil && reg.ACLs.Read != nil {
-		return reg.ACLs.Read(authz, id, res)
-	}
-	return allowedOrDenied(authz, AccessRead, id)
-}
-
-// AuthorizeWrite runs reg's Write hook, or the default check.
-func (reg Registration) AuthorizeWrite(authz Authorizer, res *pbresource.Resource) error {
-	if reg.ACLs != nil && reg.ACLs.Write != nil {
-		return reg.ACLs.Write(authz, res)
-	}
-	return allowedOrDenied(authz, AccessWrite, res.GetId())
-}
-
-// AuthorizeList runs reg's List hook, or the default check.
-func (reg Registration) AuthorizeList(authz Authorizer, tenancy *pbresource.Tenancy) error {
-	if reg.ACLs != nil && reg.ACLs.List != nil {
-		return reg.ACLs.List(authz, tenancy)
-	}
-	return allowedOrDenied(authz, AccessList, &pbresource.ID{Type: reg.Type, Tenancy: tenancy})
 }
 
 func allowedOrDenied(authz Authorizer, access Access, id *pbresource.ID) error {

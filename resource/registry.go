@@ -7,51 +7,90 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// Registration describes one resource type: its identity, its data message,
-// where it lives, and the hooks the ResourceService runs on it.
-type Registration struct {
+// Registration describes a resource type whose Data holds a T: its
+// identity, where it lives, and the hooks the ResourceService runs on it.
+// Register it with Register (or MustRegister).
+//
+// The hooks receive the resource with its Data already decoded: the server
+// decodes Data once per request, and encodes it again (deterministically)
+// only when Mutate changed it.
+type Registration[T proto.Message] struct {
 	// Type is the group, version and kind. Required.
 	Type *pbresource.Type
-
-	// Proto is an instance of the message held in the resource's Data.
-	// Required; writes whose Data is another message are rejected.
-	Proto proto.Message
 
 	// Scope says which tenancy units the type's resources have. Required.
 	Scope Scope
 
-	// Mutate, if set, may change a resource (e.g. fill in defaults or
-	// normalise input) before it is validated and stored. It runs on every
-	// Write and in MutateAndValidate.
-	Mutate func(res *pbresource.Resource) error
+	// Message is T's message type. Leave it nil when T names a generated
+	// message (the usual case); it is needed only for a type known at run
+	// time, where T is proto.Message or *dynamicpb.Message.
+	Message protoreflect.MessageType
+
+	// Mutate, if set, may change a resource before it is validated and
+	// stored (e.g. fill in defaults or normalise input). It runs on every
+	// Write and in MutateAndValidate, on the server's own copy of the
+	// request. It may change res.Data (or replace it with another T) and
+	// res.Resource's metadata; it must not change the ID. res.Resource.Data
+	// is the encoded form of the Data the request held; the server replaces
+	// it after Mutate when Data changed.
+	Mutate func(res *Decoded[T]) error
 
 	// Validate, if set, checks a resource after Mutate. An error rejects the
 	// write with InvalidArgument; wrap it in ErrInvalidField to name the
-	// offending field.
-	Validate func(res *pbresource.Resource) error
+	// offending field. It must not change res.
+	Validate func(res *Decoded[T]) error
 
 	// ACLs, if set, replaces the default authorization checks for the type.
-	ACLs *ACLHooks
+	ACLs *ACLHooks[T]
+}
+
+// Register adds the type reg describes to r. It returns an error when the
+// registration is invalid or the type is already registered.
+func Register[T proto.Message](r Registry, reg Registration[T]) error {
+	t, err := reg.erase()
+	if err != nil {
+		return err
+	}
+	return r.Add(t)
+}
+
+// MustRegister is Register that panics on error: both errors are
+// programming errors that should stop a server at start-up.
+func MustRegister[T proto.Message](r Registry, reg Registration[T]) {
+	if err := Register(r, reg); err != nil {
+		panic(err)
+	}
+}
+
+// Registered is a registered resource type as a Registry holds it and the
+// server runs it: a Registration with its message type erased. Make one
+// with Register; its hooks run through its methods.
+type Registered struct {
+	// Type is the group, version and kind.
+	Type *pbresource.Type
+	// Scope says which tenancy units the type's resources have.
+	Scope Scope
+	// Message is the type of the message the resources' Data holds.
+	Message protoreflect.MessageType
+
+	hooks hooks // nil for a type without hooks
 }
 
 // Registry holds the known resource types. Implementations are safe for
 // concurrent use; registration normally happens at start-up.
 type Registry interface {
-	// Register adds a type. It returns an error when the registration is
-	// invalid or the type is already registered.
-	Register(reg Registration) error
+	// Add adds a type (see Register). It returns an error when the type is
+	// invalid or already registered.
+	Add(t Registered) error
 
-	// MustRegister is Register that panics on error: both errors are
-	// programming errors that should stop a server at start-up.
-	MustRegister(reg Registration)
+	// Resolve returns the registered type typ (GroupVersion included).
+	Resolve(typ *pbresource.Type) (Registered, bool)
 
-	// Resolve returns the registration of typ (GroupVersion included).
-	Resolve(typ *pbresource.Type) (Registration, bool)
-
-	// Types returns every registration, ordered by type string.
-	Types() []Registration
+	// Types returns every registered type, ordered by type string.
+	Types() []Registered
 }
 
 type typeKey struct{ group, version, kind string }
@@ -59,31 +98,18 @@ type typeKey struct{ group, version, kind string }
 // TypeRegistry is the standard Registry.
 type TypeRegistry struct {
 	mu    sync.RWMutex
-	types map[typeKey]Registration
+	types map[typeKey]Registered
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *TypeRegistry {
-	return &TypeRegistry{types: make(map[typeKey]Registration)}
+	return &TypeRegistry{types: make(map[typeKey]Registered)}
 }
 
-// MustRegister implements Registry.
-func (r *TypeRegistry) MustRegister(reg Registration) {
-	if err := r.Register(reg); err != nil {
-		panic(err)
-	}
-}
-
-// Register implements Registry.
-func (r *TypeRegistry) Register(reg Registration) error {
-	if err := ValidateType(reg.Type); err != nil {
-		return fmt.Errorf("registering type %s: %w", TypeString(reg.Type), err)
-	}
-	if reg.Proto == nil {
-		return fmt.Errorf("registering type %s: Proto is required", TypeString(reg.Type))
-	}
-	if reg.Scope < ScopeCluster || reg.Scope > ScopeNamespace {
-		return fmt.Errorf("registering type %s: Scope must be ScopeCluster, ScopePartition or ScopeNamespace", TypeString(reg.Type))
+// Add implements Registry.
+func (r *TypeRegistry) Add(reg Registered) error {
+	if err := reg.check(); err != nil {
+		return err
 	}
 	key := keyOf(reg.Type)
 	r.mu.Lock()
@@ -103,9 +129,9 @@ func (r *TypeRegistry) Register(reg Registration) error {
 }
 
 // Resolve implements Registry.
-func (r *TypeRegistry) Resolve(typ *pbresource.Type) (Registration, bool) {
+func (r *TypeRegistry) Resolve(typ *pbresource.Type) (Registered, bool) {
 	if typ == nil {
-		return Registration{}, false
+		return Registered{}, false
 	}
 	r.mu.RLock()
 	reg, ok := r.types[keyOf(typ)]
@@ -114,9 +140,9 @@ func (r *TypeRegistry) Resolve(typ *pbresource.Type) (Registration, bool) {
 }
 
 // Types implements Registry.
-func (r *TypeRegistry) Types() []Registration {
+func (r *TypeRegistry) Types() []Registered {
 	r.mu.RLock()
-	out := make([]Registration, 0, len(r.types))
+	out := make([]Registered, 0, len(r.types))
 	for _, reg := range r.types {
 		out = append(out, reg)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -80,21 +81,29 @@ func TestNormalizeTenancy(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	r := resource.NewRegistry()
-	reg := resource.Registration{Type: barType, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeNamespace}
-	require.NoError(t, r.Register(reg))
+	reg := resource.Registration[*pbresource.Tombstone]{Type: barType, Scope: resource.ScopeNamespace}
+	require.NoError(t, resource.Register(r, reg))
 
 	got, ok := r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"})
 	require.True(t, ok)
 	assert.Equal(t, resource.ScopeNamespace, got.Scope)
+	assert.Equal(t, "hashicorp.consul.resource.Tombstone", string(got.MessageName()))
 	_, ok = r.Resolve(&pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"})
 	assert.False(t, ok)
 
-	assert.EqualError(t, r.Register(reg), "registering type foo.v1.Bar: already registered")
-	assert.PanicsWithError(t, "registering type foo.v1.Bar: already registered", func() { r.MustRegister(reg) })
-	assert.Error(t, r.Register(resource.Registration{Type: barType}))
-	assert.Error(t, r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}, Proto: &pbresource.Tombstone{}}), "missing scope")
-	err := r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster})
+	assert.EqualError(t, resource.Register(r, reg), "registering type foo.v1.Bar: already registered")
+	assert.PanicsWithError(t, "registering type foo.v1.Bar: already registered", func() { resource.MustRegister(r, reg) })
+	assert.Error(t, resource.Register(r, resource.Registration[*pbresource.Tombstone]{Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}}), "missing scope")
+	err := resource.Register(r, resource.Registration[*pbresource.Tombstone]{Type: &pbresource.Type{Group: "foo", GroupVersion: "v2", Kind: "Bar"}, Scope: resource.ScopeCluster})
 	assert.ErrorContains(t, err, "scope")
+
+	// An interface type needs its Message; a Message must make Ts.
+	v4 := &pbresource.Type{Group: "foo", GroupVersion: "v4", Kind: "Bar"}
+	assert.ErrorContains(t, resource.Register(r, resource.Registration[proto.Message]{Type: v4, Scope: resource.ScopeNamespace}), "Message is required")
+	assert.ErrorContains(t, resource.Register(r, resource.Registration[*pbresource.Tombstone]{Type: v4, Scope: resource.ScopeNamespace,
+		Message: (&pbresource.ID{}).ProtoReflect().Type()}), "not *pbresource.Tombstone")
+	require.NoError(t, resource.Register(r, resource.Registration[proto.Message]{Type: v4, Scope: resource.ScopeNamespace,
+		Message: (&pbresource.Tombstone{}).ProtoReflect().Type()}))
 
 	// The registry keeps its own copy of the type.
 	barType.Kind = "Changed"
@@ -116,7 +125,7 @@ func TestRegistryConcurrentResolve(t *testing.T) {
 			}
 		}()
 	}
-	require.NoError(t, r.Register(resource.Registration{Type: &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeCluster}))
+	require.NoError(t, resource.Register(r, resource.Registration[*pbresource.Tombstone]{Type: &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}, Scope: resource.ScopeCluster}))
 	wg.Wait()
 	assert.Len(t, r.Types(), 1)
 }
@@ -173,18 +182,96 @@ func TestFinalizers(t *testing.T) {
 	assert.True(t, resource.IsMarkedForDeletion(res))
 }
 
+// registered registers reg in a new registry and returns what it holds.
+func registered[T proto.Message](t *testing.T, reg resource.Registration[T]) resource.Registered {
+	t.Helper()
+	r := resource.NewRegistry()
+	require.NoError(t, resource.Register(r, reg))
+	got, ok := r.Resolve(reg.Type)
+	require.True(t, ok)
+	return got
+}
+
 func TestACLDefaults(t *testing.T) {
-	reg := resource.Registration{Type: barType, Proto: &pbresource.Tombstone{}, Scope: resource.ScopeNamespace}
+	reg := registered(t, resource.Registration[*pbresource.Tombstone]{Type: barType, Scope: resource.ScopeNamespace})
 	id := &pbresource.ID{Type: barType, Name: "x"}
 	assert.NoError(t, reg.AuthorizeRead(resource.AllowAll, id, nil))
-	err := reg.AuthorizeWrite(resource.DenyAll, &pbresource.Resource{Id: id})
+	err := reg.AuthorizeWrite(resource.DenyAll, &pbresource.Resource{Id: id}, nil)
 	assert.True(t, errors.Is(err, resource.ErrPermissionDenied))
 	assert.ErrorContains(t, err, "write access to foo.v1.Bar")
+	assert.ErrorIs(t, reg.AuthorizeList(resource.DenyAll, nil), resource.ErrPermissionDenied)
+}
 
-	called := false
-	reg.ACLs = &resource.ACLHooks{List: func(resource.Authorizer, *pbresource.Tenancy) error { called = true; return nil }}
+func TestACLHooksGetDecodedData(t *testing.T) {
+	var reads, writes []string
+	reg := registered(t, resource.Registration[*pbresource.Tombstone]{
+		Type: barType, Scope: resource.ScopeNamespace,
+		ACLs: &resource.ACLHooks[*pbresource.Tombstone]{
+			Read: func(_ resource.Authorizer, id *pbresource.ID, res *resource.Decoded[*pbresource.Tombstone]) error {
+				if res == nil {
+					reads = append(reads, "missing "+id.Name)
+					return resource.ErrPermissionDenied
+				}
+				reads = append(reads, res.Data.Owner.GetName())
+				return nil
+			},
+			Write: func(_ resource.Authorizer, res *resource.Decoded[*pbresource.Tombstone]) error {
+				writes = append(writes, res.Resource.Id.Name+"="+res.Data.GetOwner().GetName())
+				return nil
+			},
+			List: func(resource.Authorizer, *pbresource.Tenancy) error { return nil },
+		},
+	})
+	data, err := anypb.New(&pbresource.Tombstone{Owner: &pbresource.ID{Name: "o"}})
+	require.NoError(t, err)
+	id := &pbresource.ID{Type: barType, Name: "x"}
+	res := &pbresource.Resource{Id: id, Data: data}
+
+	assert.NoError(t, reg.AuthorizeRead(resource.DenyAll, id, res))
+	assert.ErrorIs(t, reg.AuthorizeRead(resource.AllowAll, id, nil), resource.ErrPermissionDenied)
+	assert.Equal(t, []string{"o", "missing x"}, reads)
+
+	// Decoded data is used as given; nil has it decoded; no data is the zero T.
+	require.NoError(t, reg.AuthorizeWrite(resource.DenyAll, res, &pbresource.Tombstone{Owner: &pbresource.ID{Name: "given"}}))
+	require.NoError(t, reg.AuthorizeWrite(resource.DenyAll, res, nil))
+	require.NoError(t, reg.AuthorizeWrite(resource.DenyAll, &pbresource.Resource{Id: id}, nil))
+	assert.Equal(t, []string{"x=given", "x=o", "x="}, writes)
 	assert.NoError(t, reg.AuthorizeList(resource.DenyAll, nil))
-	assert.True(t, called)
+
+	// Data that does not decode is an error, not a decision.
+	bad := &pbresource.Resource{Id: id, Data: &anypb.Any{TypeUrl: data.TypeUrl, Value: []byte{0xff}}}
+	err = reg.AuthorizeRead(resource.AllowAll, id, bad)
+	assert.ErrorContains(t, err, "decoding the data of foo.v1.Bar")
+	assert.NotErrorIs(t, err, resource.ErrPermissionDenied)
+}
+
+func TestMutateAndValidateHooks(t *testing.T) {
+	reg := registered(t, resource.Registration[*pbresource.Tombstone]{
+		Type: barType, Scope: resource.ScopeNamespace,
+		Mutate: func(res *resource.Decoded[*pbresource.Tombstone]) error {
+			res.Data = &pbresource.Tombstone{Owner: &pbresource.ID{Name: "replaced"}}
+			return nil
+		},
+		Validate: func(res *resource.Decoded[*pbresource.Tombstone]) error {
+			if res.Data.Owner.GetName() == "" {
+				return resource.ErrInvalidField{Name: "owner", Wrapped: resource.ErrMissing}
+			}
+			return nil
+		},
+	})
+	assert.True(t, reg.HasMutate())
+	got, err := reg.Mutate(&pbresource.Resource{}, &pbresource.Tombstone{})
+	require.NoError(t, err)
+	assert.Equal(t, "replaced", got.(*pbresource.Tombstone).Owner.Name)
+	assert.NoError(t, reg.Validate(&pbresource.Resource{}, got))
+	assert.ErrorContains(t, reg.Validate(&pbresource.Resource{}, &pbresource.Tombstone{}), "owner")
+
+	plain := registered(t, resource.Registration[*pbresource.Tombstone]{Type: barType, Scope: resource.ScopeNamespace})
+	assert.False(t, plain.HasMutate())
+	in := &pbresource.Tombstone{}
+	got, err = plain.Mutate(&pbresource.Resource{}, in)
+	require.NoError(t, err)
+	assert.Same(t, in, got)
 }
 
 func TestDecode(t *testing.T) {

@@ -109,21 +109,20 @@ func TestACL_Hooks(t *testing.T) {
 	env := newEnv(t)
 	var seen []string
 	typ := &pbresource.Type{Group: "acl", GroupVersion: "v1", Kind: "Guarded"}
-	env.registry.MustRegister(resource.Registration{
+	resource.MustRegister(env.registry, resource.Registration[*pbfoov1.Qux]{
 		Type:  typ,
-		Proto: &pbfoov1.Qux{},
 		Scope: resource.ScopeCluster,
-		ACLs: &resource.ACLHooks{
-			Read: func(_ resource.Authorizer, id *pbresource.ID, res *pbresource.Resource) error {
+		ACLs: &resource.ACLHooks[*pbfoov1.Qux]{
+			Read: func(_ resource.Authorizer, id *pbresource.ID, res *resource.Decoded[*pbfoov1.Qux]) error {
 				seen = append(seen, fmt.Sprintf("read %s exists=%v", id.Name, res != nil))
 				if id.Name == "locked" {
 					return fmt.Errorf("wrapped: %w", resource.ErrPermissionDenied)
 				}
 				return nil
 			},
-			Write: func(_ resource.Authorizer, res *pbresource.Resource) error {
-				seen = append(seen, "write "+res.Id.Name)
-				switch res.Id.Name {
+			Write: func(_ resource.Authorizer, res *resource.Decoded[*pbfoov1.Qux]) error {
+				seen = append(seen, "write "+res.Resource.Id.Name)
+				switch res.Resource.Id.Name {
 				case "locked":
 					return resource.ErrPermissionDenied
 				case "broken":

@@ -37,7 +37,7 @@ func widgetName(i int) string { return "widget-" + strconv.Itoa(i) }
 func benchEnv(b *testing.B, transport string) (env *testEnv, client pbresource.ResourceServiceClient, stop func()) {
 	b.Helper()
 	env = newEnv(b)
-	env.registry.MustRegister(resource.Registration{Type: widgetType, Proto: &pbfoov1.Zip{}, Scope: resource.ScopeNamespace})
+	resource.MustRegister(env.registry, resource.Registration[*pbfoov1.Zip]{Type: widgetType, Scope: resource.ScopeNamespace})
 	if transport == "grpc" {
 		client, stop = serveLoopback(b, env)
 		return env, client, stop

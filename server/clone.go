@@ -5,8 +5,8 @@ import (
 	"github.com/loomrt/loom/resource"
 )
 
-// Deep copies of the requests and watch events the in-process client passes
-// across. The resources, IDs and statuses inside them are copied with the
+// Deep copies of the responses and watch events the in-process client passes
+// across (requests it passes as they are: the server never changes them). The resources, IDs and statuses inside them are copied with the
 // resource package's field-by-field clones, several times cheaper than
 // proto.Clone; what is left here are the wrappers. clone_test.go fills
 // every field of every request by reflection and compares these copies with
@@ -84,58 +84,9 @@ func cloneWatchEvent(ev *pbresource.WatchEvent) *pbresource.WatchEvent {
 	return &pbresource.WatchEvent{}
 }
 
-func cloneReadRequest(r *pbresource.ReadRequest) *pbresource.ReadRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.ReadRequest{Id: resource.CloneID(r.Id)}
-}
-
-func cloneWriteRequest(r *pbresource.WriteRequest) *pbresource.WriteRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.WriteRequest{Resource: resource.Clone(r.Resource)}
-}
-
-func cloneWriteStatusRequest(r *pbresource.WriteStatusRequest) *pbresource.WriteStatusRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.WriteStatusRequest{Id: resource.CloneID(r.Id), Version: r.Version, Key: r.Key, Status: resource.CloneStatus(r.Status)}
-}
-
-func cloneListRequest(r *pbresource.ListRequest) *pbresource.ListRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.ListRequest{Type: cloneType(r.Type), Tenancy: cloneTenancy(r.Tenancy), NamePrefix: r.NamePrefix}
-}
-
-func cloneListByOwnerRequest(r *pbresource.ListByOwnerRequest) *pbresource.ListByOwnerRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.ListByOwnerRequest{Owner: resource.CloneID(r.Owner)}
-}
-
-func cloneDeleteRequest(r *pbresource.DeleteRequest) *pbresource.DeleteRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.DeleteRequest{Id: resource.CloneID(r.Id), Version: r.Version}
-}
-
 func cloneWatchListRequest(r *pbresource.WatchListRequest) *pbresource.WatchListRequest {
 	if r == nil {
 		return nil
 	}
 	return &pbresource.WatchListRequest{Type: cloneType(r.Type), Tenancy: cloneTenancy(r.Tenancy), NamePrefix: r.NamePrefix}
-}
-
-func cloneMutateAndValidateRequest(r *pbresource.MutateAndValidateRequest) *pbresource.MutateAndValidateRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.MutateAndValidateRequest{Resource: resource.Clone(r.Resource)}
 }

@@ -84,20 +84,7 @@ func TestClones(t *testing.T) {
 		msg   proto.Message
 		clone func(proto.Message) proto.Message
 	}{
-		"ReadRequest":  {&pbresource.ReadRequest{}, func(m proto.Message) proto.Message { return cloneReadRequest(m.(*pbresource.ReadRequest)) }},
-		"WriteRequest": {&pbresource.WriteRequest{}, func(m proto.Message) proto.Message { return cloneWriteRequest(m.(*pbresource.WriteRequest)) }},
-		"WriteStatusRequest": {&pbresource.WriteStatusRequest{}, func(m proto.Message) proto.Message {
-			return cloneWriteStatusRequest(m.(*pbresource.WriteStatusRequest))
-		}},
-		"ListRequest": {&pbresource.ListRequest{}, func(m proto.Message) proto.Message { return cloneListRequest(m.(*pbresource.ListRequest)) }},
-		"ListByOwnerRequest": {&pbresource.ListByOwnerRequest{}, func(m proto.Message) proto.Message {
-			return cloneListByOwnerRequest(m.(*pbresource.ListByOwnerRequest))
-		}},
-		"DeleteRequest":    {&pbresource.DeleteRequest{}, func(m proto.Message) proto.Message { return cloneDeleteRequest(m.(*pbresource.DeleteRequest)) }},
 		"WatchListRequest": {&pbresource.WatchListRequest{}, func(m proto.Message) proto.Message { return cloneWatchListRequest(m.(*pbresource.WatchListRequest)) }},
-		"MutateAndValidateRequest": {&pbresource.MutateAndValidateRequest{}, func(m proto.Message) proto.Message {
-			return cloneMutateAndValidateRequest(m.(*pbresource.MutateAndValidateRequest))
-		}},
 		"ListResponse": {&pbresource.ListResponse{}, func(m proto.Message) proto.Message {
 			return &pbresource.ListResponse{Resources: cloneResources(m.(*pbresource.ListResponse).Resources)}
 		}},

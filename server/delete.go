@@ -27,15 +27,14 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}
-	id := req.GetId()
-	reg, err := s.checkID("id", id)
+	reg, id, err := s.checkID("id", req.GetId())
 	if err != nil {
-		return nil, s.fail("Delete", id, err)
+		return nil, s.fail("Delete", req.GetId(), err)
 	}
 	// Deletes read strongly: a stale "not found" would report success
 	// without deleting anything.
 	err = s.readModifyWrite(ctx, id, storage.StrongConsistency, func(stored *pbresource.Resource, _ storage.ReadConsistency) error {
-		return s.deleteOnce(ctx, authz, reg, req, stored)
+		return s.deleteOnce(ctx, authz, reg, id, req.Version, stored)
 	})
 	if err != nil {
 		return nil, s.fail("Delete", id, err)
@@ -43,25 +42,26 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	return &pbresource.DeleteResponse{}, nil
 }
 
-func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registration, req *pbresource.DeleteRequest, stored *pbresource.Resource) error {
-	id := req.Id
+// deleteOnce deletes id (normalized) at version, if given, with stored
+// what is stored under its name.
+func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registered, id *pbresource.ID, version string, stored *pbresource.Resource) error {
 	if stored == nil {
 		// Nothing to do, but only a caller allowed to delete it may learn
 		// that.
-		return aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}))
+		return aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}, nil))
 	}
 	if id.Uid != "" && id.Uid != stored.Id.Uid {
 		return status.Errorf(codes.FailedPrecondition,
 			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
 			id.Uid, stored.Id.Uid)
 	}
-	cas := req.Version != ""
-	if cas && req.Version != stored.Version {
+	cas := version != ""
+	if cas && version != stored.Version {
 		return status.Errorf(codes.Aborted,
 			"version %s does not match the stored version %q: the resource changed since it was read",
-			resource.Quote(req.Version), stored.Version)
+			resource.Quote(version), stored.Version)
 	}
-	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
+	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored, nil)); err != nil {
 		return err
 	}
 
@@ -104,7 +104,7 @@ func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource) 
 // registrationOf returns the registration for the GroupVersion res is
 // stored in, falling back to reg (the requested type's) when that version is
 // not registered.
-func (s *Server) registrationOf(reg resource.Registration, res *pbresource.Resource) resource.Registration {
+func (s *Server) registrationOf(reg resource.Registered, res *pbresource.Resource) resource.Registered {
 	t := res.GetId().GetType()
 	if t.GetGroupVersion() == reg.Type.GetGroupVersion() {
 		return reg

@@ -87,7 +87,7 @@ func FuzzWrite(f *testing.F) {
 		if !resource.IsULID(got.Id.Uid) || !resource.IsULID(got.Generation) || got.Version == "" {
 			t.Fatalf("stored without uid, generation or version: %v", got)
 		}
-		if _, err := checkData(reg, got.Data); err != nil {
+		if _, _, err := checkData(reg, got.Data); err != nil {
 			t.Fatalf("stored data that does not decode: %v", err)
 		}
 		if got.Owner != nil && !resource.IsULID(got.Owner.Uid) {

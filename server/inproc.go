@@ -20,8 +20,9 @@ import (
 const inprocWatchBuffer = 64
 
 // NewInProcessClient returns a client that calls s directly, without gRPC
-// marshalling or a network. Requests are copied on the way in and responses
-// on the way out, so the caller and the server never share a message.
+// marshalling or a network. Responses are copied on the way out, so the
+// caller may change what it gets; requests are passed as they are, since
+// the server never changes a request nor keeps any part of it.
 // Outgoing gRPC metadata on the context (e.g. x-consul-consistency-mode) is
 // handed to the server as incoming metadata; incoming metadata the caller's
 // context may carry is not. Errors are the server's status errors,
@@ -49,7 +50,7 @@ func serverContext(ctx context.Context) context.Context {
 }
 
 func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ ...grpc.CallOption) (*pbresource.ReadResponse, error) {
-	out, err := c.s.Read(serverContext(ctx), cloneReadRequest(in))
+	out, err := c.s.Read(serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ .
 }
 
 func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, _ ...grpc.CallOption) (*pbresource.WriteResponse, error) {
-	out, err := c.s.Write(serverContext(ctx), cloneWriteRequest(in))
+	out, err := c.s.Write(serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, _
 }
 
 func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, _ ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
-	out, err := c.s.WriteStatus(serverContext(ctx), cloneWriteStatusRequest(in))
+	out, err := c.s.WriteStatus(serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStat
 }
 
 func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ ...grpc.CallOption) (*pbresource.ListResponse, error) {
-	out, err := c.s.List(serverContext(ctx), cloneListRequest(in))
+	out, err := c.s.List(serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ .
 }
 
 func (c *inprocClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwnerRequest, _ ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
-	out, err := c.s.ListByOwner(serverContext(ctx), cloneListByOwnerRequest(in))
+	out, err := c.s.ListByOwner(serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
@@ -89,14 +90,14 @@ func (c *inprocClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwn
 }
 
 func (c *inprocClient) Delete(ctx context.Context, in *pbresource.DeleteRequest, _ ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
-	if _, err := c.s.Delete(serverContext(ctx), cloneDeleteRequest(in)); err != nil {
+	if _, err := c.s.Delete(serverContext(ctx), in); err != nil {
 		return nil, err
 	}
 	return &pbresource.DeleteResponse{}, nil
 }
 
 func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.MutateAndValidateRequest, _ ...grpc.CallOption) (*pbresource.MutateAndValidateResponse, error) {
-	out, err := c.s.MutateAndValidate(serverContext(ctx), cloneMutateAndValidateRequest(in))
+	out, err := c.s.MutateAndValidate(serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}

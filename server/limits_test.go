@@ -277,7 +277,7 @@ func TestWriteStatus_KeyLimit(t *testing.T) {
 func TestResourceSize(t *testing.T) {
 	full := bar(t, "a", "x")
 	full.Id.Uid = resource.NewULID()
-	full.Owner = withUid(zipID("o"))
+	full.Owner = withFreshUid(zipID("o"))
 	full.Version = "12345"
 	full.Generation = resource.NewULID()
 	full.Metadata = map[string]string{"k": "v", "": "", "empty": "", resource.FinalizerKey: "a b"}

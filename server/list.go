@@ -56,9 +56,9 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 	if err != nil {
 		return nil, s.fail("ListByOwner", req.GetOwner(), err)
 	}
-	owner := req.GetOwner()
-	if _, err := s.checkID("owner", owner); err != nil {
-		return nil, s.fail("ListByOwner", owner, err)
+	_, owner, err := s.checkID("owner", req.GetOwner())
+	if err != nil {
+		return nil, s.fail("ListByOwner", req.GetOwner(), err)
 	}
 	if owner.Uid == "" {
 		return nil, s.fail("ListByOwner", owner, invalidArgument(resource.ErrInvalidField{Name: "owner.uid", Wrapped: resource.ErrMissing}))

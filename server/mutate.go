@@ -3,10 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"maps"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -22,81 +24,113 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 	if err != nil {
 		return nil, s.fail("MutateAndValidate", req.GetResource().GetId(), err)
 	}
-	res := req.GetResource()
-	reg, _, err := s.prepare(res)
+	reg, res, data, err := s.prepare(req.GetResource())
 	if err != nil {
-		return nil, s.fail("MutateAndValidate", res.GetId(), err)
+		return nil, s.fail("MutateAndValidate", req.GetResource().GetId(), err)
 	}
 	// The limits a Write would check against nothing stored yet.
 	if err := s.limits.checkMetadata(res.Metadata, nil); err != nil {
-		return nil, s.fail("MutateAndValidate", res.GetId(), err)
+		return nil, s.fail("MutateAndValidate", res.Id, err)
 	}
 	if err := s.limits.checkSize(res, nil, ""); err != nil {
-		return nil, s.fail("MutateAndValidate", res.GetId(), err)
+		return nil, s.fail("MutateAndValidate", res.Id, err)
 	}
-	if err := aclError(reg.AuthorizeWrite(authz, res)); err != nil {
-		return nil, s.fail("MutateAndValidate", res.GetId(), err)
+	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
+		return nil, s.fail("MutateAndValidate", res.Id, err)
 	}
 	return &pbresource.MutateAndValidateResponse{Resource: res}, nil
 }
 
-// prepare validates res as a Write would before looking at storage, runs
-// the Mutate and Validate hooks on it (in place), and returns the type's
-// registration and the decoded data of the mutated resource.
-func (s *Server) prepare(res *pbresource.Resource) (resource.Registration, proto.Message, error) {
-	if res == nil {
-		return resource.Registration{}, nil, invalidArgument(resource.ErrInvalidField{Name: "resource", Wrapped: resource.ErrMissing})
+// prepare validates the resource of a Write as far as it can without
+// looking at storage, and runs the type's Mutate and Validate hooks on it.
+// It returns the type's registration, the server's own copy of the resource
+// (tenancy normalized, type URL canonical, mutated) and its decoded data.
+//
+// The copy is shallow: it shares what neither the server nor a hook changes
+// with in, which is never changed. Data is decoded once; after Mutate it is
+// encoded again, deterministically, and replaces the request's only when it
+// differs, so a Mutate that changes nothing never makes a write look like a
+// change.
+func (s *Server) prepare(in *pbresource.Resource) (resource.Registered, *pbresource.Resource, proto.Message, error) {
+	if in == nil {
+		return resource.Registered{}, nil, nil, invalidArgument(resource.ErrInvalidField{Name: "resource", Wrapped: resource.ErrMissing})
 	}
-	reg, err := s.checkID("id", res.Id)
+	reg, id, err := s.checkID("id", in.Id)
 	if err != nil {
-		return reg, nil, err
+		return reg, nil, nil, err
 	}
-	if resource.EqualUnversionedType(res.Id.Type, resource.TypeV1Tombstone) {
-		return reg, nil, invalidField("id.type", "%s resources are written by the service itself when a resource that owns others is deleted; clients cannot write them (they may read, list, watch and delete them)",
-			resource.TypeString(res.Id.Type))
+	if resource.EqualUnversionedType(id.Type, resource.TypeV1Tombstone) {
+		return reg, nil, nil, invalidField("id.type", "%s resources are written by the service itself when a resource that owns others is deleted; clients cannot write them (they may read, list, watch and delete them)",
+			resource.TypeString(id.Type))
 	}
-	data, err := checkData(reg, res.Data)
+	anyData, data, err := checkData(reg, in.Data)
 	if err != nil {
-		return reg, nil, err
+		return reg, nil, nil, err
 	}
-	if res.Owner != nil {
-		if err := s.checkOwner(res.Owner); err != nil {
-			return reg, nil, err
-		}
-	}
-
-	if reg.Mutate != nil {
-		id := res.Id
-		key := idKeyOf(id)
-		owner := res.Owner
-		before := res.Data
-		beforeValue := before.GetValue()
-
-		if err := reg.Mutate(res); err != nil {
-			return reg, nil, hookError(err)
-		}
-
-		if res.Id != id || idKeyOf(id) != key {
-			return reg, nil, status.Errorf(codes.Internal, "%s: %v", resource.TypeString(reg.Type), errMutatedID)
-		}
-		if res.Data != before || !bytes.Equal(res.Data.GetValue(), beforeValue) {
-			if data, err = checkData(reg, res.Data); err != nil {
-				return reg, nil, err
-			}
-		}
-		if res.Owner != owner && res.Owner != nil {
-			if err := s.checkOwner(res.Owner); err != nil {
-				return reg, nil, err
-			}
+	owner := in.Owner
+	if owner != nil {
+		if owner, err = s.checkOwner(owner); err != nil {
+			return reg, nil, nil, err
 		}
 	}
-
-	if reg.Validate != nil {
-		if err := reg.Validate(res); err != nil {
-			return reg, nil, hookError(err)
+	res := &pbresource.Resource{
+		Id:         id,
+		Owner:      owner,
+		Version:    in.Version,
+		Generation: in.Generation,
+		Metadata:   in.Metadata,
+		Status:     in.Status,
+		Data:       anyData,
+	}
+	if reg.HasMutate() {
+		if data, err = s.mutate(reg, res, data); err != nil {
+			return reg, nil, nil, err
 		}
 	}
-	return reg, data, nil
+	if err := reg.Validate(res, data); err != nil {
+		return reg, nil, nil, hookError(err)
+	}
+	return reg, res, data, nil
+}
+
+// mutate runs reg's Mutate hook on res, the server's copy of a request's
+// resource, and returns the mutated data. The hook gets copies of the parts
+// of the request it may change in place (ID, owner, metadata).
+func (s *Server) mutate(reg resource.Registered, res *pbresource.Resource, data proto.Message) (proto.Message, error) {
+	res.Id = resource.CloneID(res.Id)
+	res.Owner = resource.CloneID(res.Owner)
+	res.Metadata = maps.Clone(res.Metadata)
+	key, owner := idKeyOf(res.Id), res.Owner
+	var ownerKey idKey
+	if owner != nil {
+		ownerKey = idKeyOf(owner)
+	}
+	anyData := res.Data
+
+	data, err := reg.Mutate(res, data)
+	if err != nil {
+		return nil, hookError(err)
+	}
+	if res.Id == nil || idKeyOf(res.Id) != key {
+		return nil, status.Errorf(codes.Internal, "%s: %v", resource.TypeString(reg.Type), errMutatedID)
+	}
+	if data == nil || !data.ProtoReflect().IsValid() || data.ProtoReflect().Descriptor().FullName() != reg.MessageName() {
+		return nil, status.Errorf(codes.Internal, "%s: the Mutate hook left Data without a %s message", resource.TypeString(reg.Type), reg.MessageName())
+	}
+	encoded, err := proto.MarshalOptions{Deterministic: true}.Marshal(data)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%s: encoding the data the Mutate hook returned: %v", resource.TypeString(reg.Type), err)
+	}
+	res.Data = anyData
+	if !bytes.Equal(encoded, anyData.Value) {
+		res.Data = &anypb.Any{TypeUrl: anyData.TypeUrl, Value: encoded}
+	}
+	if res.Owner != nil && (res.Owner != owner || idKeyOf(res.Owner) != ownerKey) {
+		if res.Owner, err = s.checkOwner(res.Owner); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 // idKey is a comparable copy of an ID's fields.

@@ -21,10 +21,9 @@ func (s *Server) Read(ctx context.Context, req *pbresource.ReadRequest) (*pbreso
 	if err != nil {
 		return nil, s.fail("Read", req.GetId(), err)
 	}
-	id := req.GetId()
-	reg, err := s.checkID("id", id)
+	reg, id, err := s.checkID("id", req.GetId())
 	if err != nil {
-		return nil, s.fail("Read", id, err)
+		return nil, s.fail("Read", req.GetId(), err)
 	}
 	res, err := s.backend.Read(ctx, readConsistency(ctx), id)
 	if err != nil {
@@ -38,7 +37,7 @@ func (s *Server) Read(ctx context.Context, req *pbresource.ReadRequest) (*pbreso
 
 // readError maps a failed backend Read, checking the caller's right to read
 // first so that errors reveal nothing to a caller who may not read id.
-func (s *Server) readError(authz resource.Authorizer, reg resource.Registration, id *pbresource.ID, err error) error {
+func (s *Server) readError(authz resource.Authorizer, reg resource.Registered, id *pbresource.ID, err error) error {
 	if errors.Is(err, storage.ErrNotFound) {
 		if err := aclError(reg.AuthorizeRead(authz, id, nil)); err != nil {
 			return err

@@ -14,14 +14,13 @@
 // detected and skipped, finalizers delay deletion, and deleting a resource
 // that owns others leaves a Tombstone for the reaper.
 //
-// # Requests are consumed
+// # Who may change a message
 //
-// Server methods may modify the request messages they are given (for
-// example, Write fills in tenancy defaults in place instead of copying the
-// resource). Messages they return may be shared with the backend and must
-// not be modified. gRPC gives every call fresh messages and only marshals the
-// response, so neither matters there; the in-process client clones on the
-// way in and on the way out so callers never notice either.
+// The rule is the resource package's (see its documentation). For the
+// service: it never changes a request nor keeps any part of it (Write works
+// on its own shallow copy of the request's resource; the backend copies
+// what it stores), and what it returns may be the backend's shared,
+// immutable message. The in-process client copies responses on the way out.
 //
 // # Decisions where the design left a choice
 //
@@ -216,9 +215,8 @@ func New(cfg Config) *Server {
 		s.logger = hclog.NewNullLogger()
 	}
 	if _, ok := s.registry.Resolve(resource.TypeV1Tombstone); !ok {
-		s.registry.MustRegister(resource.Registration{
+		resource.MustRegister(s.registry, resource.Registration[*pbresource.Tombstone]{
 			Type:  resource.TypeV1Tombstone,
-			Proto: &pbresource.Tombstone{},
 			Scope: resource.ScopeNamespace,
 		})
 	}

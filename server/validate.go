@@ -46,52 +46,52 @@ func hookError(err error) error {
 // when t is malformed or not registered. Registered types were validated at
 // registration, so the (regexp-based) format check only runs for unknown
 // types, to explain the rejection.
-func (s *Server) resolveType(path string, t *pbresource.Type) (resource.Registration, error) {
+func (s *Server) resolveType(path string, t *pbresource.Type) (resource.Registered, error) {
 	if reg, ok := s.registry.Resolve(t); ok {
 		return reg, nil
 	}
 	if err := resource.ValidateTypeField(path, t); err != nil {
-		return resource.Registration{}, invalidArgument(err)
+		return resource.Registered{}, invalidArgument(err)
 	}
-	return resource.Registration{}, invalidField(path, "resource type %s is not registered", resource.Quote(resource.TypeString(t)))
+	return resource.Registered{}, invalidField(path, "resource type %s is not registered", resource.Quote(resource.TypeString(t)))
 }
 
 // checkID validates id (found at path in the request) for a request about
 // one resource: registered type, valid name, tenancy fitting the type's
-// scope, and a well-formed Uid when one is given. It replaces id.Tenancy with
-// its normalized form (defaults filled in) and returns the registration.
-func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registration, error) {
+// scope, and a well-formed Uid when one is given. It returns the
+// registration and id with its tenancy normalized (defaults filled in): id
+// itself when it is normalized already, else a copy. id is never changed.
+func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registered, *pbresource.ID, error) {
 	if id == nil {
-		return resource.Registration{}, invalidArgument(resource.ErrInvalidField{Name: path, Wrapped: resource.ErrMissing})
+		return resource.Registered{}, nil, invalidArgument(resource.ErrInvalidField{Name: path, Wrapped: resource.ErrMissing})
 	}
 	reg, err := s.resolveType(path+".type", id.Type)
 	if err != nil {
-		return reg, err
+		return reg, nil, err
 	}
 	if err := resource.ValidateName(id.Name); err != nil {
-		return reg, invalidArgument(resource.ErrInvalidField{Name: path + ".name", Wrapped: err})
-	}
-	if err := normalizeTenancy(path+".tenancy", reg.Scope, id); err != nil {
-		return reg, err
+		return reg, nil, invalidArgument(resource.ErrInvalidField{Name: path + ".name", Wrapped: err})
 	}
 	if id.Uid != "" && !resource.IsULID(id.Uid) {
-		return reg, invalidField(path+".uid", "%s is not a ULID", resource.Quote(id.Uid))
+		return reg, nil, invalidField(path+".uid", "%s is not a ULID", resource.Quote(id.Uid))
 	}
-	return reg, nil
+	if isNormalized(reg.Scope, id.Tenancy) {
+		return reg, id, nil
+	}
+	t, err := resource.NormalizeTenancy(path+".tenancy", reg.Scope, id.Tenancy, false)
+	if err != nil {
+		return reg, nil, invalidArgument(err)
+	}
+	return reg, &pbresource.ID{Type: id.Type, Tenancy: t, Name: id.Name, Uid: id.Uid}, nil
 }
 
-// normalizeTenancy sets id.Tenancy to its normalized form for scope. An ID
-// whose tenancy is already normalized keeps its message.
-func normalizeTenancy(path string, scope resource.Scope, id *pbresource.ID) error {
-	if isNormalized(scope, id.Tenancy) {
-		return nil
+// withUid returns id with the given Uid: id itself when it has it, else a
+// copy.
+func withUid(id *pbresource.ID, uid string) *pbresource.ID {
+	if id.Uid == uid {
+		return id
 	}
-	t, err := resource.NormalizeTenancy(path, scope, id.Tenancy, false)
-	if err != nil {
-		return invalidArgument(err)
-	}
-	id.Tenancy = t
-	return nil
+	return &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name, Uid: uid}
 }
 
 // isNormalized is a cheap pre-check for the common case of a tenancy that
@@ -112,38 +112,38 @@ func isNormalized(scope resource.Scope, t *pbresource.Tenancy) bool {
 }
 
 // checkOwner validates an owner reference: registered type, valid name,
-// tenancy for the owner type's scope (normalized in place) and a well-formed
-// Uid when given. Existence is checked by the write itself.
-func (s *Server) checkOwner(owner *pbresource.ID) error {
-	_, err := s.checkID("owner", owner)
-	return err
+// tenancy for the owner type's scope and a well-formed Uid when given. It
+// returns the owner with its tenancy normalized (see checkID). Existence is
+// checked by the write itself.
+func (s *Server) checkOwner(owner *pbresource.ID) (*pbresource.ID, error) {
+	_, out, err := s.checkID("owner", owner)
+	return out, err
 }
 
 // anyPrefix is the conventional, canonical start of an Any's type URL.
 const anyPrefix = "type.googleapis.com/"
 
-// checkData checks that data holds the registration's message and decodes,
-// returning the decoded message. A type URL that names the right message
-// but not in the canonical form ("type.googleapis.com/" and the message's
-// full name, e.g. a bare "foo.v1.Bar" or another host) is rewritten to it
-// in place, so what is stored is canonical.
-func checkData(reg resource.Registration, data *anypb.Any) (proto.Message, error) {
+// checkData checks that data holds the registration's message and decodes
+// it. It returns data, or a copy with the type URL in its canonical form
+// when data names the right message otherwise (a bare "foo.v1.Bar", another
+// host), so what is stored is canonical; and the decoded message.
+func checkData(reg resource.Registered, data *anypb.Any) (*anypb.Any, proto.Message, error) {
 	if data == nil {
-		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.ErrMissing})
+		return nil, nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.ErrMissing})
 	}
-	want := reg.Proto.ProtoReflect().Descriptor().FullName()
+	want := reg.MessageName()
 	if got := data.MessageName(); got != want {
-		return nil, invalidField("data", "holds a %s message (type URL %s), but resource type %s holds %q",
+		return nil, nil, invalidField("data", "holds a %s message (type URL %s), but resource type %s holds %q",
 			resource.Quote(string(got)), resource.Quote(data.TypeUrl), resource.TypeString(reg.Type), want)
 	}
 	if !isCanonicalURL(data.TypeUrl, want) {
-		data.TypeUrl = anyPrefix + string(want)
+		data = &anypb.Any{TypeUrl: anyPrefix + string(want), Value: data.Value}
 	}
-	msg := reg.Proto.ProtoReflect().New().Interface()
+	msg := reg.Message.New().Interface()
 	if err := proto.Unmarshal(data.Value, msg); err != nil {
-		return nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.NewErrDataParse(msg, err)})
+		return nil, nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.NewErrDataParse(msg, err)})
 	}
-	return msg, nil
+	return data, msg, nil
 }
 
 // isCanonicalURL reports whether url is anyPrefix followed by name,

@@ -17,8 +17,8 @@ import (
 
 func field(name string) string { return `"` + name + `"` }
 
-// withUid gives id a fresh Uid.
-func withUid(id *pbresource.ID) *pbresource.ID {
+// withFreshUid gives id a fresh Uid.
+func withFreshUid(id *pbresource.ID) *pbresource.ID {
 	id.Uid = resource.NewULID()
 	return id
 }
@@ -89,7 +89,7 @@ func writeCases(t *testing.T) map[string]struct {
 		"zip with bad part":  {func() *pbresource.Resource { r := zip(t, "z"); r.Id.Tenancy.Partition = "*"; return r }, "id.tenancy.partition"},
 		"tombstone bad data": {func() *pbresource.Resource { r := bar(t, "t", "x"); r.Id.Type = resource.TypeV1Tombstone; return r }, "id.type"},
 		"forged tombstone": {func() *pbresource.Resource {
-			return &pbresource.Resource{Id: TombstoneID(withUid(barID("o"))),
+			return &pbresource.Resource{Id: TombstoneID(withFreshUid(barID("o"))),
 				Data: mustAny(t, &pbresource.Tombstone{Owner: barID("o")})}
 		}, "id.type"},
 		"too many metadata keys": {with(func(r *pbresource.Resource) {
@@ -292,7 +292,6 @@ func TestList_InvalidArgument(t *testing.T) {
 
 func TestListByOwner_InvalidArgument(t *testing.T) {
 	env := newEnv(t)
-	withUid := func(id *pbresource.ID) *pbresource.ID { id.Uid = resource.NewULID(); return id }
 	cases := map[string]struct {
 		owner *pbresource.ID
 		field string
@@ -300,10 +299,10 @@ func TestListByOwner_InvalidArgument(t *testing.T) {
 		"nil owner":    {nil, "owner"},
 		"missing uid":  {barID("a"), "owner.uid"},
 		"bad uid":      {func() *pbresource.ID { id := barID("a"); id.Uid = "u"; return id }(), "owner.uid"},
-		"nil type":     {withUid(&pbresource.ID{Name: "a"}), "owner.type"},
-		"unregistered": {withUid(&pbresource.ID{Name: "a", Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}}), "owner.type"},
-		"bad name":     {withUid(barID("A")), "owner.name"},
-		"bad tenancy":  {withUid(quxID("a")), ""},
+		"nil type":     {withFreshUid(&pbresource.ID{Name: "a"}), "owner.type"},
+		"unregistered": {withFreshUid(&pbresource.ID{Name: "a", Type: &pbresource.Type{Group: "foo", GroupVersion: "v3", Kind: "Bar"}}), "owner.type"},
+		"bad name":     {withFreshUid(barID("A")), "owner.name"},
+		"bad tenancy":  {withFreshUid(quxID("a")), ""},
 	}
 	cases["bad tenancy"].owner.Tenancy.Namespace = "ns"
 	cases["bad tenancy"] = struct {

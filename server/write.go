@@ -31,12 +31,11 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
-	res := req.GetResource()
-	reg, data, err := s.prepare(res)
+	reg, res, data, err := s.prepare(req.GetResource())
 	if err != nil {
-		return nil, s.fail("Write", res.GetId(), err)
+		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
-	if err := aclError(reg.AuthorizeWrite(authz, res)); err != nil {
+	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
 		return nil, s.fail("Write", res.GetId(), err)
 	}
 	out, err := s.write(ctx, res, data)
@@ -46,10 +45,10 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	return &pbresource.WriteResponse{Resource: out}, nil
 }
 
-// writeIntent is what the caller of Write asked for. The request's resource
-// is rebuilt from it on every attempt of the loop.
+// writeIntent is what the caller of Write asked for. The server's copy of
+// the request's resource is rebuilt from it on every attempt of the loop.
 type writeIntent struct {
-	res      *pbresource.Resource // mutated and validated; reused as the write's message
+	res      *pbresource.Resource // the server's copy, mutated and validated; reused as the write's message
 	data     proto.Message        // res.Data decoded
 	uid      string               // the Uid the caller gave, if any
 	version  string               // the Version the caller gave, if any
@@ -151,7 +150,7 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 	}
 
 	res := in.res
-	res.Id.Uid = resource.NewULID()
+	res.Id = withUid(res.Id, resource.NewULID())
 	res.Generation = resource.NewULID()
 	res.Version = ""
 	res.Status = nil
@@ -194,7 +193,7 @@ func (s *Server) resolveOwner(ctx context.Context, in *writeIntent, consistency 
 		return invalidField("owner", "resource %s with uid %s does not exist (the stored one has uid %s)",
 			resource.ReferenceString(o), in.ownerUid, stored.Id.Uid)
 	}
-	o.Uid = stored.Id.Uid
+	in.owner = withUid(o, stored.Id.Uid)
 	return nil
 }
 
@@ -235,7 +234,7 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 	}
 
 	res := in.res
-	res.Id.Uid = stored.Id.Uid
+	res.Id = withUid(res.Id, stored.Id.Uid)
 	res.Version = stored.Version
 	res.Status = stored.Status
 	res.Owner = stored.Owner

@@ -27,10 +27,9 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
-	id := req.GetId()
-	reg, err := s.checkID("id", id)
+	reg, id, err := s.checkID("id", req.GetId())
 	if err != nil {
-		return nil, s.fail("WriteStatus", id, err)
+		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
 	if id.Uid == "" {
 		return nil, s.fail("WriteStatus", id, invalidArgument(resource.ErrInvalidField{Name: "id.uid", Wrapped: resource.ErrMissing}))
@@ -41,11 +40,16 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err := checkStatus(req.Status); err != nil {
 		return nil, s.fail("WriteStatus", id, err)
 	}
-	req.Status.UpdatedAt = timestamppb.Now()
+	// The request is never changed: the stamped status is the server's.
+	st := &pbresource.Status{
+		ObservedGeneration: req.Status.ObservedGeneration,
+		Conditions:         req.Status.Conditions,
+		UpdatedAt:          timestamppb.Now(),
+	}
 
 	var out *pbresource.Resource
 	err = s.readModifyWrite(ctx, id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
-		out, err = s.writeStatusOnce(ctx, authz, reg, req, stored, consistency)
+		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, st, stored, consistency)
 		return err
 	})
 	if err != nil {
@@ -54,10 +58,11 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	return &pbresource.WriteStatusResponse{Resource: out}, nil
 }
 
-func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registration,
-	req *pbresource.WriteStatusRequest, stored *pbresource.Resource, consistency storage.ReadConsistency,
+// writeStatusOnce writes st under req.Key of the resource id (normalized),
+// with stored what is stored under its name.
+func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registered, id *pbresource.ID,
+	req *pbresource.WriteStatusRequest, st *pbresource.Status, stored *pbresource.Resource, consistency storage.ReadConsistency,
 ) (*pbresource.Resource, error) {
-	id := req.Id
 	cas := req.Version != ""
 	stale := consistency == storage.EventualConsistency
 	if stored == nil {
@@ -82,7 +87,7 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 			"version %s does not match the stored version %q: the resource changed since it was read",
 			resource.Quote(req.Version), stored.Version)
 	}
-	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored)); err != nil {
+	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored, nil)); err != nil {
 		return nil, err
 	}
 
@@ -93,7 +98,7 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
-	statuses[req.Key] = req.Status
+	statuses[req.Key] = st
 	// A shallow copy: the shared parts are only read, and the backend
 	// copies what it stores.
 	res := &pbresource.Resource{

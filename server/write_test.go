@@ -403,32 +403,33 @@ func TestWrite_ConcurrentBlanketWrites(t *testing.T) {
 var hookType = &pbresource.Type{Group: "hooks", GroupVersion: "v1", Kind: "Hooked"}
 
 func registerHookType(env *testEnv) {
-	note := func(res *pbresource.Resource) string {
-		var q pbfoov1.Qux
-		_ = res.Data.UnmarshalTo(&q)
-		return q.Note
-	}
-	env.registry.MustRegister(resource.Registration{
+	resource.MustRegister(env.registry, resource.Registration[*pbfoov1.Qux]{
 		Type:  hookType,
-		Proto: &pbfoov1.Qux{},
 		Scope: resource.ScopeCluster,
-		Mutate: func(res *pbresource.Resource) error {
-			switch note(res) {
+		Mutate: func(res *resource.Decoded[*pbfoov1.Qux]) error {
+			switch res.Data.Note {
 			case "mutate-error":
 				return resource.NewErrInvalidField("note", "mutate says no")
 			case "mutate-status":
 				return status.Error(codes.FailedPrecondition, "mutate precondition")
 			case "mutate-id":
-				res.Id.Name = "renamed"
-			case "mutate-data-type":
-				res.Data, _ = anypb.New(&pbfoov1.Zip{})
+				res.Resource.Id.Name = "renamed"
+			case "mutate-data-nil":
+				res.Data = nil
 			case "mutate-owner":
-				res.Owner = &pbresource.ID{Name: "BAD"}
+				res.Resource.Owner = &pbresource.ID{Name: "BAD"}
+			case "mutate-replace":
+				res.Data = &pbfoov1.Qux{Note: "replaced"}
+			case "mutate-label":
+				if res.Resource.Metadata == nil {
+					res.Resource.Metadata = map[string]string{}
+				}
+				res.Resource.Metadata["mutated"] = "yes"
 			}
 			return nil
 		},
-		Validate: func(res *pbresource.Resource) error {
-			switch note(res) {
+		Validate: func(res *resource.Decoded[*pbfoov1.Qux]) error {
+			switch res.Data.Note {
 			case "validate-status":
 				return status.Error(codes.OutOfRange, "validate out of range")
 			case "validate-error":
@@ -449,7 +450,7 @@ func TestWrite_HookErrors(t *testing.T) {
 		"mutate-error":     {codes.InvalidArgument, field("note")},
 		"mutate-status":    {codes.FailedPrecondition, "mutate precondition"},
 		"mutate-id":        {codes.Internal, "id"},
-		"mutate-data-type": {codes.InvalidArgument, field("data")},
+		"mutate-data-nil":  {codes.Internal, "Data"},
 		"mutate-owner":     {codes.InvalidArgument, field("owner.type")},
 		"validate-status":  {codes.OutOfRange, "validate out of range"},
 		"validate-error":   {codes.InvalidArgument, field("note")},

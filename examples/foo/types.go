@@ -28,33 +28,29 @@ var (
 	QuxType = &pbresource.Type{Group: GroupName, GroupVersion: "v1", Kind: "Qux"}
 )
 
-// RegisterTypes adds every example type to r. Like Registry.Register, it
+// RegisterTypes adds every example type to r. Like resource.Register, it
 // returns an error if a type cannot be registered (one is already
 // registered, say); it tries every type and joins their errors.
 func RegisterTypes(r resource.Registry) error {
 	return errors.Join(
-		r.Register(resource.Registration{
+		resource.Register(r, resource.Registration[*pbfoov1.Bar]{
 			Type:     BarV1Type,
-			Proto:    &pbfoov1.Bar{},
 			Scope:    resource.ScopeNamespace,
 			Mutate:   mutateBar(func(b *pbfoov1.Bar, baz string) { b.Baz = baz }),
 			Validate: validateBar[*pbfoov1.Bar],
 		}),
-		r.Register(resource.Registration{
+		resource.Register(r, resource.Registration[*pbfoov2.Bar]{
 			Type:     BarV2Type,
-			Proto:    &pbfoov2.Bar{},
 			Scope:    resource.ScopeNamespace,
 			Mutate:   mutateBar(func(b *pbfoov2.Bar, baz string) { b.Baz = baz }),
 			Validate: validateBar[*pbfoov2.Bar],
 		}),
-		r.Register(resource.Registration{
+		resource.Register(r, resource.Registration[*pbfoov1.Zip]{
 			Type:  ZipType,
-			Proto: &pbfoov1.Zip{},
 			Scope: resource.ScopePartition,
 		}),
-		r.Register(resource.Registration{
+		resource.Register(r, resource.Registration[*pbfoov1.Qux]{
 			Type:  QuxType,
-			Proto: &pbfoov1.Qux{},
 			Scope: resource.ScopeCluster,
 		}),
 	)

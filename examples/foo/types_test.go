@@ -1,6 +1,8 @@
 package foo
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +11,9 @@ import (
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/resourcetest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -56,11 +61,11 @@ func TestRegisterTypes(t *testing.T) {
 			if reg.Scope != tc.scope {
 				t.Errorf("scope = %v, want %v", reg.Scope, tc.scope)
 			}
-			if got, want := reg.Proto.ProtoReflect().Descriptor().FullName(), tc.proto.ProtoReflect().Descriptor().FullName(); got != want {
-				t.Errorf("proto = %s, want %s", got, want)
+			if got, want := reg.MessageName(), tc.proto.ProtoReflect().Descriptor().FullName(); got != want {
+				t.Errorf("message = %s, want %s", got, want)
 			}
-			if hooked := reg.Mutate != nil && reg.Validate != nil; hooked != tc.hooked {
-				t.Errorf("has Mutate and Validate = %v, want %v", hooked, tc.hooked)
+			if hooked := reg.HasMutate(); hooked != tc.hooked {
+				t.Errorf("has Mutate = %v, want %v", hooked, tc.hooked)
 			}
 		})
 	}
@@ -93,7 +98,7 @@ var barCases = []barCase{
 }
 
 func TestBarHooks(t *testing.T) {
-	r := newRegistry(t)
+	client := resourcetest.RunResourceService(t, RegisterTypes)
 	versions := []struct {
 		typ    *pbresource.Type
 		encode func(baz string) proto.Message
@@ -124,37 +129,28 @@ func TestBarHooks(t *testing.T) {
 		},
 	}
 	for _, v := range versions {
-		reg, _ := r.Resolve(v.typ)
 		for _, tc := range barCases {
 			t.Run(resource.TypeString(v.typ)+"/"+tc.name, func(t *testing.T) {
 				res := &pbresource.Resource{
 					Id:   &pbresource.ID{Type: v.typ, Name: "b1"},
 					Data: mustAny(t, v.encode(tc.baz)),
 				}
-				if err := reg.Mutate(res); err != nil {
-					t.Fatalf("Mutate: %v", err)
+				out, err := client.MutateAndValidate(context.Background(), &pbresource.MutateAndValidateRequest{Resource: res})
+				if tc.wantField != "" {
+					if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.wantField) {
+						t.Fatalf("MutateAndValidate error = %v, want InvalidArgument naming %q", err, tc.wantField)
+					}
+					return
 				}
-				got, err := v.baz(res.Data)
+				if err != nil {
+					t.Fatalf("MutateAndValidate: %v", err)
+				}
+				got, err := v.baz(out.Resource.Data)
 				if err != nil {
 					t.Fatalf("decoding mutated data: %v", err)
 				}
 				if got != tc.wantBaz {
 					t.Errorf("baz after Mutate = %q, want %q", got, tc.wantBaz)
-				}
-
-				err = reg.Validate(res)
-				if tc.wantField == "" {
-					if err != nil {
-						t.Errorf("Validate: %v", err)
-					}
-					return
-				}
-				var fieldErr resource.ErrInvalidField
-				if !errors.As(err, &fieldErr) {
-					t.Fatalf("Validate error = %v, want an ErrInvalidField", err)
-				}
-				if fieldErr.Name != tc.wantField {
-					t.Errorf("Validate named field %q, want %q", fieldErr.Name, tc.wantField)
 				}
 			})
 		}
@@ -162,20 +158,31 @@ func TestBarHooks(t *testing.T) {
 }
 
 func TestBarMutateLeavesCleanDataAlone(t *testing.T) {
-	r := newRegistry(t)
-	reg, _ := r.Resolve(BarV1Type)
+	client := resourcetest.RunResourceService(t, RegisterTypes)
 	data := mustAny(t, &pbfoov1.Bar{Baz: "already lower"})
-	res := &pbresource.Resource{Data: data}
-	if err := reg.Mutate(res); err != nil {
+	res := &pbresource.Resource{Id: &pbresource.ID{Type: BarV1Type, Name: "b1"}, Data: data}
+	out, err := client.MutateAndValidate(context.Background(), &pbresource.MutateAndValidateRequest{Resource: res})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Data != data {
-		t.Error("Mutate replaced Data although nothing needed changing")
+	if !bytes.Equal(out.Resource.Data.Value, data.Value) {
+		t.Error("Mutate changed the encoding of data that needed no change")
+	}
+	first, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Resource.Version != first.Resource.Version {
+		t.Errorf("writing the same Bar again made version %s from %s, want a no-op", again.Resource.Version, first.Resource.Version)
 	}
 }
 
 func TestBarHooksRejectWrongData(t *testing.T) {
-	r := newRegistry(t)
+	client := resourcetest.RunResourceService(t, RegisterTypes)
 	wrong := []struct {
 		name string
 		data *anypb.Any
@@ -185,16 +192,12 @@ func TestBarHooksRejectWrongData(t *testing.T) {
 		{"garbage bytes", &anypb.Any{TypeUrl: "type.googleapis.com/loom.example.foo.v1.Bar", Value: []byte{0xff, 0xff}}},
 	}
 	for _, typ := range []*pbresource.Type{BarV1Type, BarV2Type} {
-		reg, _ := r.Resolve(typ)
 		for _, tc := range wrong {
 			t.Run(resource.TypeString(typ)+"/"+tc.name, func(t *testing.T) {
-				hooks := map[string]func(*pbresource.Resource) error{"Mutate": reg.Mutate, "Validate": reg.Validate}
-				for name, hook := range hooks {
-					err := hook(&pbresource.Resource{Data: tc.data})
-					var parseErr resource.ErrDataParse
-					if !errors.As(err, &parseErr) {
-						t.Errorf("%s error = %v, want an ErrDataParse", name, err)
-					}
+				res := &pbresource.Resource{Id: &pbresource.ID{Type: typ, Name: "b1"}, Data: tc.data}
+				_, err := client.MutateAndValidate(context.Background(), &pbresource.MutateAndValidateRequest{Resource: res})
+				if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "data") {
+					t.Errorf("error = %v, want InvalidArgument naming data", err)
 				}
 			})
 		}

@@ -13,43 +13,33 @@ var BarType = &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}
 
 // RegisterTypes registers the guide's types.
 func RegisterTypes(r resource.Registry) error {
-	err := r.Register(resource.Registration{
+	err := resource.Register(r, resource.Registration[*pbfoov1.Bar]{
 		Type:     BarType,
-		Proto:    &pbfoov1.Bar{},
 		Scope:    resource.ScopeNamespace,
 		Mutate:   mutateBar,
 		Validate: validateBar,
-		ACLs: &resource.ACLHooks{
+		ACLs: &resource.ACLHooks[*pbfoov1.Bar]{
 			Write: authorizeBarWrite,
 		},
 	})
 	if err != nil {
 		return err
 	}
-	return r.Register(resource.Registration{
+	return resource.Register(r, resource.Registration[*pbfoov1.Zip]{
 		Type:  ZipType,
-		Proto: &pbfoov1.Zip{},
 		Scope: resource.ScopePartition,
 	})
 }
 
 // mutateBar normalises input before it is validated and stored.
-func mutateBar(res *pbresource.Resource) error {
-	bar, err := resource.Decode[*pbfoov1.Bar](res)
-	if err != nil {
-		return err
-	}
-	bar.Baz = strings.ToLower(bar.Baz)
-	return res.Data.MarshalFrom(bar)
+func mutateBar(res *resource.Decoded[*pbfoov1.Bar]) error {
+	res.Data.Baz = strings.ToLower(res.Data.Baz)
+	return nil
 }
 
 // validateBar rejects what is malformed, naming the field.
-func validateBar(res *pbresource.Resource) error {
-	bar, err := resource.Decode[*pbfoov1.Bar](res)
-	if err != nil {
-		return err
-	}
-	if bar.Baz == "" {
+func validateBar(res *resource.Decoded[*pbfoov1.Bar]) error {
+	if res.Data.Baz == "" {
 		return resource.ErrInvalidField{Name: "baz", Wrapped: resource.ErrMissing}
 	}
 	return nil
@@ -57,8 +47,9 @@ func validateBar(res *pbresource.Resource) error {
 
 // authorizeBarWrite lets only callers with write access to the namespace
 // write Bars named "admin-*".
-func authorizeBarWrite(authz resource.Authorizer, res *pbresource.Resource) error {
-	if strings.HasPrefix(res.Id.Name, "admin-") && !authz.Allowed(resource.AccessWrite, res.Id) {
+func authorizeBarWrite(authz resource.Authorizer, res *resource.Decoded[*pbfoov1.Bar]) error {
+	id := res.Resource.Id
+	if strings.HasPrefix(id.Name, "admin-") && !authz.Allowed(resource.AccessWrite, id) {
 		return resource.ErrPermissionDenied
 	}
 	return nil
