@@ -16,5 +16,4 @@
 // built from a descriptor) is a Registration[proto.Message] with its
 // Message field set. A Registry holds types as Registered values, with the
 // message type erased, which is how the server runs their hooks.
-//
 package resource
