@@ -2,14 +2,19 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // TestServerNeverChangesRequests calls the service's methods directly (as
@@ -108,4 +113,38 @@ func TestServerNeverChangesRequests(t *testing.T) {
 	req.Resource.Data.Value[len(req.Resource.Data.Value)-1] ^= 0xff
 	req.Resource.Id.Name = "renamed"
 	require.True(t, proto.Equal(stored, env.mustRead(t, zipID("scribble"))))
+}
+
+// TestRuntimeType registers a type known only at run time (a dynamicpb
+// message built from a descriptor), the one case for the untyped form, and
+// runs a Write through its hooks.
+func TestRuntimeType(t *testing.T) {
+	env := newEnv(t)
+	mt := dynamicpb.NewMessageType((&pbfoov1.Qux{}).ProtoReflect().Descriptor())
+	note := mt.Descriptor().Fields().ByName("note")
+	typ := &pbresource.Type{Group: "dyn", GroupVersion: "v1", Kind: "Qux"}
+	resource.MustRegister(env.registry, resource.Registration[proto.Message]{
+		Type:    typ,
+		Scope:   resource.ScopeCluster,
+		Message: mt,
+		Mutate: func(res *resource.Decoded[proto.Message]) error {
+			m := res.Data.ProtoReflect()
+			m.Set(note, protoreflect.ValueOfString(strings.ToUpper(m.Get(note).String())))
+			return nil
+		},
+		Validate: func(res *resource.Decoded[proto.Message]) error {
+			if res.Data.ProtoReflect().Get(note).String() == "" {
+				return resource.ErrInvalidField{Name: "note", Wrapped: resource.ErrMissing}
+			}
+			return nil
+		},
+	})
+	out := env.write(t, &pbresource.Resource{Id: &pbresource.ID{Type: typ, Name: "d"}, Data: mustAny(t, &pbfoov1.Qux{Note: "quiet"})})
+	var q pbfoov1.Qux
+	require.NoError(t, out.Data.UnmarshalTo(&q))
+	require.Equal(t, "QUIET", q.Note)
+	_, err := env.client.Write(context.Background(), &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id: &pbresource.ID{Type: typ, Name: "e"}, Data: mustAny(t, &pbfoov1.Qux{}),
+	}})
+	requireCode(t, err, codes.InvalidArgument, field("note"))
 }
