@@ -49,7 +49,7 @@ func TestServerNeverChangesRequests(t *testing.T) {
 	create := &pbresource.WriteRequest{Resource: &pbresource.Resource{
 		Id:       noDefaults(barID("b")),
 		Owner:    &pbresource.ID{Type: owner.Id.Type, Name: "owner"}, // no Uid, no tenancy
-		Data:     bareURL(&pbfoov1.Bar{Baz: "MiXeD"}),                 // lowered by Mutate
+		Data:     bareURL(&pbfoov1.Bar{Baz: "MiXeD"}),                // lowered by Mutate
 		Metadata: map[string]string{"k": "v"},
 	}}
 	var created *pbresource.Resource

@@ -447,13 +447,13 @@ func TestWrite_HookErrors(t *testing.T) {
 		code     codes.Code
 		contains string
 	}{
-		"mutate-error":     {codes.InvalidArgument, field("note")},
-		"mutate-status":    {codes.FailedPrecondition, "mutate precondition"},
-		"mutate-id":        {codes.Internal, "id"},
-		"mutate-data-nil":  {codes.Internal, "Data"},
-		"mutate-owner":     {codes.InvalidArgument, field("owner.type")},
-		"validate-status":  {codes.OutOfRange, "validate out of range"},
-		"validate-error":   {codes.InvalidArgument, field("note")},
+		"mutate-error":    {codes.InvalidArgument, field("note")},
+		"mutate-status":   {codes.FailedPrecondition, "mutate precondition"},
+		"mutate-id":       {codes.Internal, "id"},
+		"mutate-data-nil": {codes.Internal, "Data"},
+		"mutate-owner":    {codes.InvalidArgument, field("owner.type")},
+		"validate-status": {codes.OutOfRange, "validate out of range"},
+		"validate-error":  {codes.InvalidArgument, field("note")},
 	}
 	for note, tc := range cases {
 		t.Run(note, func(t *testing.T) {
