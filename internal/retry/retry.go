@@ -1,6 +1,7 @@
 // Package retry builds the one backoff policy Loom's retry loops share: the
 // work queue's per-key requeues, dependency-mapper retries, controller
-// initializers, the cache's watch re-opening and upsert's conflict retries.
+// initializers, the cache's watch re-opening, upsert's conflict retries,
+// and etcd's watch resumption and leader-election campaigns.
 package retry
 
 import (

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/internal/retry"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -190,11 +191,9 @@ func (l *Lease) extend(deadline time.Time) {
 
 func (l *Lease) run(ctx context.Context) {
 	defer close(l.done)
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = l.ttl
-	bo.MaxElapsedTime = 0 // campaign for as long as ctx lives
-	bo.Reset()
+	// Campaign for as long as ctx lives; jitter keeps the servers that lost
+	// the lease together from campaigning in step.
+	bo := retry.NewBackOff(100*time.Millisecond, l.ttl, backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor))
 	for {
 		elected, err := l.term(ctx)
 		l.setHeld(false, "", 0)

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/internal/eventq"
@@ -104,11 +105,9 @@ var _ storage.Watch = (*watch)(nil)
 // watch ends.
 func (w *watch) run(ctx context.Context, from int64) {
 	defer close(w.stopped)
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 50 * time.Millisecond
-	bo.MaxInterval = 2 * time.Second
-	bo.MaxElapsedTime = watchRetryTimeout
-	bo.Reset()
+	bo := retry.NewBackOff(50*time.Millisecond, 2*time.Second,
+		backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor),
+		backoff.WithMaxElapsedTime(watchRetryTimeout))
 
 	for {
 		var err error
