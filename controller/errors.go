@@ -8,6 +8,9 @@ import (
 )
 
 func requeueAfter(err error) (time.Duration, bool) {
+	if err == nil {
+		return 0, false // without the errors.As below, which allocates
+	}
 	var r reconcile.RequeueAfterError
 	if errors.As(err, &r) {
 		return time.Duration(r), true

@@ -37,6 +37,9 @@ func TerminalError(err error) error { return &terminalError{err: err} }
 // IsTerminalError reports whether err is, or wraps, an error made by
 // TerminalError.
 func IsTerminalError(err error) bool {
+	if err == nil {
+		return false // without the errors.As below, which allocates
+	}
 	var t *terminalError
 	return errors.As(err, &t)
 }
