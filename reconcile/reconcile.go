@@ -2,8 +2,9 @@
 // framework share: the Runtime a reconciler works with, the Request it is
 // asked to reconcile, the Reconciler, Initializer and DependencyMapper
 // types, and the errors by which a reconciler chooses what happens next
-// (RequeueAfter, RequeueNow, TerminalError). It sits below controller and dependency so neither imports the
-// other. (It was called runtime, which clashed with the standard library's
+// (RequeueAfter, RequeueNow, TerminalError), and AsDecoded, which reads a
+// reconciler's resource from the cache and decodes it for it. It sits below
+// controller and dependency so neither imports the other. (It was called runtime, which clashed with the standard library's
 // package of that name in every file that needed both.)
 package reconcile
 
