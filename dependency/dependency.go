@@ -81,7 +81,9 @@ func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *p
 		}
 		var out []reconcile.Request
 		for _, k := range ks {
-			ids, err := rt.Cache.ListIDs(indexedType, index, k)
+			// The stored IDs, not copies: requests only carry them, and
+			// nothing changes a request's ID (see reconcile.Request).
+			ids, err := rt.Cache.ListIDsReadOnly(indexedType, index, k)
 			if err != nil {
 				return nil, fmt.Errorf("mapping %s through index %q: %w", resource.IDString(res.Id), index, err)
 			}

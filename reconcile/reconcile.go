@@ -34,7 +34,10 @@ type Runtime struct {
 
 // Request asks a controller to reconcile one of its managed resources.
 type Request struct {
-	// ID of the resource. Its Uid, when set, names one lifetime of it.
+	// ID of the resource. Its Uid, when set, names one lifetime of it. It
+	// may be the cache's own (mappers return stored IDs without copying
+	// them), so it is read-only: never change it; resource.CloneID gives
+	// a copy to change.
 	ID *pbresource.ID
 }
 
@@ -86,7 +89,8 @@ func (f InitializeFunc) Initialize(ctx context.Context, rt Runtime) error { retu
 // deletion, its last state); it is the mapper's own copy.
 type DependencyMapper func(ctx context.Context, rt Runtime, res *pbresource.Resource) ([]Request, error)
 
-// RequestsFromIDs wraps IDs in Requests.
+// RequestsFromIDs wraps IDs in Requests. The Requests share the IDs (with
+// the cache, when they come from ListIDsReadOnly): see Request.ID.
 func RequestsFromIDs(ids []*pbresource.ID) []Request {
 	out := make([]Request, len(ids))
 	for i, id := range ids {
