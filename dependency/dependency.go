@@ -118,3 +118,18 @@ func ReferenceIndex[T proto.Message](name string, ref func(data T) resource.Refe
 		return cache.Key(r), true, nil
 	})
 }
+
+// MapDecoded adapts a mapper written against the changed resource with its
+// Data decoded as T (the mapper's own copy, like the resource a
+// DependencyMapper gets). A resource whose Data is not a T (another
+// version of the type, say) maps to nothing: retrying could not change
+// that.
+func MapDecoded[T proto.Message](fn func(ctx context.Context, rt reconcile.Runtime, res *resource.Decoded[T]) ([]reconcile.Request, error)) reconcile.DependencyMapper {
+	return func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
+		decoded, err := resource.DecodeResource[T](res)
+		if err != nil {
+			return nil, nil
+		}
+		return fn(ctx, rt, decoded)
+	}
+}
