@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -159,6 +160,9 @@ type entry struct {
 	res    *pbresource.Resource
 	refs   []indexRef
 	inline [2]indexRef
+	// decoded is res with its Data decoded, set by the first typed read
+	// (see decoded.go) and never changed after.
+	decoded atomic.Pointer[decodedSlot]
 }
 
 // AddType prepares the cache for typ with extra indexes. Adding a type again

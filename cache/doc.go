@@ -39,4 +39,13 @@
 // stores a new resource, never changes the old one), so reading them needs
 // no lock; the caller must never change them, and clones one
 // (resource.Clone, resource.CloneID) before changing or keeping it to write.
+//
+// # Typed reads
+//
+// GetDecoded, GetDecodedByID and ListDecoded return resources with their
+// Data decoded as a Go message type (a *resource.Decoded[T]), and their
+// ReadOnly twins the same without copies. A stored resource is decoded once,
+// on its first typed read, and the decoded message is kept with it (and is
+// as immutable as the resource) until an update replaces the resource; the
+// copying forms clone it, the ReadOnly forms hand it out.
 package cache

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/dependency"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -59,15 +60,6 @@ func waitReconciled(t *testing.T, reconciled <-chan reconcile.Request, name stri
 			t.Fatalf("%q was not reconciled in 10 s; reconciled meanwhile: %v", name, before)
 		}
 	}
-}
-
-// zap decodes a Zip's Zap; it runs in mappers, so it reports with Errorf.
-func zap(t *testing.T, res *pbresource.Resource) string {
-	var zip pbfoov1.Zip
-	if err := res.Data.UnmarshalTo(&zip); err != nil {
-		t.Errorf("decoding %s: %v", res.Id.Name, err)
-	}
-	return zip.Zap
 }
 
 func writeZipZap(t *testing.T, client pbresource.ResourceServiceClient, name, zap string) {
@@ -130,13 +122,13 @@ func TestFailingChangeDoesNotBlockOthers(t *testing.T) {
 // it maps, the failed one is not retried any more.
 func TestNewerChangeSupersedesFailedOne(t *testing.T) {
 	var staleCalls atomic.Int32
-	client, _, reconciled := mapperHarness(t, func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
-		if zap(t, res) == "v1" {
+	client, _, reconciled := mapperHarness(t, dependency.MapDecoded(func(ctx context.Context, rt reconcile.Runtime, zip *resource.Decoded[*pbfoov1.Zip]) ([]reconcile.Request, error) {
+		if zip.Data.Zap == "v1" {
 			staleCalls.Add(1)
 			return nil, errors.New("fails for v1")
 		}
-		return []reconcile.Request{{ID: barID("for-" + zap(t, res))}}, nil
-	})
+		return []reconcile.Request{{ID: barID("for-" + zip.Data.Zap)}}, nil
+	}))
 	writeZipZap(t, client, "z", "v1")
 	require.Eventually(t, func() bool { return staleCalls.Load() >= 2 }, 10*time.Second, time.Millisecond)
 	writeZipZap(t, client, "z", "v2")

@@ -81,7 +81,9 @@ func MapByIndexKeys(indexedType *pbresource.Type, index string, keys func(res *p
 		}
 		var out []reconcile.Request
 		for _, k := range ks {
-			ids, err := rt.Cache.ListIDs(indexedType, index, k)
+			// The stored IDs, not copies: requests only carry them, and
+			// nothing changes a request's ID (see reconcile.Request).
+			ids, err := rt.Cache.ListIDsReadOnly(indexedType, index, k)
 			if err != nil {
 				return nil, fmt.Errorf("mapping %s through index %q: %w", resource.IDString(res.Id), index, err)
 			}
@@ -115,4 +117,19 @@ func ReferenceIndex[T proto.Message](name string, ref func(data T) resource.Refe
 		}
 		return cache.Key(r), true, nil
 	})
+}
+
+// MapDecoded adapts a mapper written against the changed resource with its
+// Data decoded as T (the mapper's own copy, like the resource a
+// DependencyMapper gets). A resource whose Data is not a T (another
+// version of the type, say) maps to nothing: retrying could not change
+// that.
+func MapDecoded[T proto.Message](fn func(ctx context.Context, rt reconcile.Runtime, res *resource.Decoded[T]) ([]reconcile.Request, error)) reconcile.DependencyMapper {
+	return func(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
+		decoded, err := resource.DecodeResource[T](res)
+		if err != nil {
+			return nil, nil
+		}
+		return fn(ctx, rt, decoded)
+	}
 }

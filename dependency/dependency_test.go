@@ -101,3 +101,25 @@ func TestMapOwned(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"child"}, names(reqs))
 }
+
+func TestMapDecoded(t *testing.T) {
+	zip := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "z"}
+	mapper := dependency.MapDecoded(func(_ context.Context, _ reconcile.Runtime, res *resource.Decoded[*pbfoov1.Bar]) ([]reconcile.Request, error) {
+		if res.Data.Qux == nil {
+			return nil, nil
+		}
+		return []reconcile.Request{{ID: &pbresource.ID{Type: foo.ZipType, Tenancy: res.Data.Qux.Tenancy, Name: res.Data.Qux.Name}}}, nil
+	})
+	reqs, err := mapper(context.Background(), reconcile.Runtime{}, bar(t, "b", zip, nil))
+	require.NoError(t, err)
+	require.Len(t, reqs, 1)
+	assert.Equal(t, "z", reqs[0].ID.Name)
+
+	// Data of another message maps to nothing, without an error.
+	other := bar(t, "other", nil, nil)
+	other.Data, err = anypb.New(&pbfoov1.Zip{Zap: "not a bar"})
+	require.NoError(t, err)
+	reqs, err = mapper(context.Background(), reconcile.Runtime{}, other)
+	require.NoError(t, err)
+	assert.Empty(t, reqs)
+}

@@ -2,8 +2,9 @@
 // framework share: the Runtime a reconciler works with, the Request it is
 // asked to reconcile, the Reconciler, Initializer and DependencyMapper
 // types, and the errors by which a reconciler chooses what happens next
-// (RequeueAfter, RequeueNow, TerminalError). It sits below controller and dependency so neither imports the
-// other. (It was called runtime, which clashed with the standard library's
+// (RequeueAfter, RequeueNow, TerminalError), and AsDecoded, which reads a
+// reconciler's resource from the cache and decodes it for it. It sits below
+// controller and dependency so neither imports the other. (It was called runtime, which clashed with the standard library's
 // package of that name in every file that needed both.)
 package reconcile
 
@@ -33,7 +34,10 @@ type Runtime struct {
 
 // Request asks a controller to reconcile one of its managed resources.
 type Request struct {
-	// ID of the resource. Its Uid, when set, names one lifetime of it.
+	// ID of the resource. Its Uid, when set, names one lifetime of it. It
+	// may be the cache's own (mappers return stored IDs without copying
+	// them), so it is read-only: never change it; resource.CloneID gives
+	// a copy to change.
 	ID *pbresource.ID
 }
 
@@ -85,7 +89,8 @@ func (f InitializeFunc) Initialize(ctx context.Context, rt Runtime) error { retu
 // deletion, its last state); it is the mapper's own copy.
 type DependencyMapper func(ctx context.Context, rt Runtime, res *pbresource.Resource) ([]Request, error)
 
-// RequestsFromIDs wraps IDs in Requests.
+// RequestsFromIDs wraps IDs in Requests. The Requests share the IDs (with
+// the cache, when they come from ListIDsReadOnly): see Request.ID.
 func RequestsFromIDs(ids []*pbresource.ID) []Request {
 	out := make([]Request, len(ids))
 	for i, id := range ids {

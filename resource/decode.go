@@ -18,3 +18,13 @@ func Decode[T proto.Message](res *pbresource.Resource) (T, error) {
 	}
 	return msg, nil
 }
+
+// DecodeResource returns res with its Data decoded as T (see Decode). The
+// result points at res; the decoded message is new.
+func DecodeResource[T proto.Message](res *pbresource.Resource) (*Decoded[T], error) {
+	data, err := Decode[T](res)
+	if err != nil {
+		return nil, err
+	}
+	return &Decoded[T]{Resource: res, Data: data}, nil
+}

@@ -32,7 +32,7 @@ const acceptedKey = "example.accepted"
 func barController() *controller.Controller {
 	return controller.NewController("bar-acceptor", foo.BarV1Type, barsByZip).
 		WithWatch(foo.ZipType, mapZipToBars).
-		WithReconciler(reconcile.ReconcileFunc(reconcileBar))
+		WithReconciler(reconcile.AsDecoded(reconcileBar))
 }
 
 var barsByZip = cache.NewDecodedIndex("bars-by-zip",
@@ -44,34 +44,26 @@ var barsByZip = cache.NewDecodedIndex("bars-by-zip",
 	})
 
 func mapZipToBars(_ context.Context, rt reconcile.Runtime, zip *pbresource.Resource) ([]reconcile.Request, error) {
-	ids, err := rt.Cache.ListIDs(foo.BarV1Type, "bars-by-zip", cache.Key(zip.Id))
+	ids, err := rt.Cache.ListIDsReadOnly(foo.BarV1Type, "bars-by-zip", cache.Key(zip.Id))
 	if err != nil {
 		return nil, err
 	}
 	return reconcile.RequestsFromIDs(ids), nil
 }
 
-func reconcileBar(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
-	res, err := rt.Cache.GetByID(req.ID)
-	if err != nil || res == nil {
-		return err // a deleted Bar needs nothing
-	}
-	bar, err := resource.Decode[*pbfoov1.Bar](res)
-	if err != nil {
-		return err
-	}
+func reconcileBar(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, bar *resource.Decoded[*pbfoov1.Bar]) error {
 	cond := accepted("NoZip")
-	if bar.Qux != nil {
-		zip, err := rt.Cache.GetByID(bar.Qux)
+	if qux := bar.Data.Qux; qux != nil {
+		zip, err := cache.GetDecodedByIDReadOnly[*pbfoov1.Zip](rt.Cache, qux)
 		if err != nil {
 			return err
 		}
 		cond = accepted("ZipFound")
 		if zip == nil {
-			cond = zipMissing(bar.Qux.Name)
+			cond = zipMissing(qux.Name)
 		}
 	}
-	_, err = rt.WriteStatus(ctx, res, acceptedKey, &pbresource.Status{Conditions: []*pbresource.Condition{cond}})
+	_, err := rt.WriteStatus(ctx, bar.Resource, acceptedKey, &pbresource.Status{Conditions: []*pbresource.Condition{cond}})
 	return err
 }
 

@@ -38,11 +38,10 @@ const (
 	ReasonMissingRef      = "MissingReference"
 )
 
-// quxIndex finds Bars by the Zip they reference.
-var quxIndex = cache.NewIndex(QuxIndex, func(res *pbresource.Resource) (string, bool, error) {
-	bar, err := decodeBar(res)
-	if err != nil || bar.Qux == nil {
-		// An unreadable Bar references nothing; its reconcile reports it.
+// quxIndex finds Bars by the Zip they reference. A foo.v2.Bar references
+// nothing, and the cache leaves it out of the index.
+var quxIndex = cache.NewDecodedIndex(QuxIndex, func(_ *pbresource.Resource, bar *pbfoov1.Bar) (string, bool, error) {
+	if bar.Qux == nil {
 		return "", false, nil
 	}
 	return cache.Key(zipRef(bar.Qux)), true, nil
@@ -63,7 +62,7 @@ var quxIndex = cache.NewIndex(QuxIndex, func(res *pbresource.Resource) (string, 
 func BarController() *controller.Controller {
 	return controller.NewController(BarControllerName, BarV1Type, quxIndex).
 		WithWatch(ZipType, dependency.MapByIndex(BarV1Type, QuxIndex)).
-		WithReconciler(barReconciler{})
+		WithReconciler(reconcile.AsDecoded(reconcileBar, reconcile.OnUndecodable(reconcileOtherBar)))
 }
 
 // RegisterControllers adds the example controllers to m.
@@ -71,17 +70,47 @@ func RegisterControllers(m *controller.Manager) error {
 	return m.Register(BarController())
 }
 
-type barReconciler struct{}
-
-func (barReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
-	res, err := rt.Cache.GetByID(req.ID)
-	if err != nil || res == nil {
-		return err // gone: nothing of ours outlives a Bar
+// reconcileBar reconciles a Bar read from the cache as a foo.v1.Bar.
+func reconcileBar(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, bar *resource.Decoded[*pbfoov1.Bar]) error {
+	if done, err := keepFinalizer(ctx, rt, bar.Resource); done {
+		return err
 	}
+	_, err := rt.WriteStatus(ctx, bar.Resource, StatusKey, &pbresource.Status{Conditions: []*pbresource.Condition{
+		{Type: ConditionAccepted, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk, Message: "the bar is valid"},
+		resolvedRefs(rt, bar.Data),
+	}})
+	return err
+}
+
+// reconcileOtherBar reconciles a Bar whose data is not a foo.v1.Bar: one
+// stored as a foo.v2.Bar is read as that and converted, anything else is
+// reported as invalid.
+func reconcileOtherBar(ctx context.Context, rt reconcile.Runtime, req reconcile.Request, res *pbresource.Resource, decodeErr error) error {
+	v2, err := cache.GetDecodedByID[*pbfoov2.Bar](rt.Cache, req.ID)
+	if err == nil {
+		if v2 == nil {
+			return nil // gone meanwhile
+		}
+		return reconcileBar(ctx, rt, req, &resource.Decoded[*pbfoov1.Bar]{Resource: v2.Resource, Data: &pbfoov1.Bar{Baz: v2.Data.Baz}})
+	}
+	if done, err := keepFinalizer(ctx, rt, res); done {
+		return err
+	}
+	_, err = rt.WriteStatus(ctx, res, StatusKey, &pbresource.Status{Conditions: []*pbresource.Condition{{
+		Type: ConditionAccepted, State: pbresource.Condition_STATE_FALSE,
+		Reason: ReasonInvalidData, Message: decodeErr.Error(),
+	}}})
+	return err
+}
+
+// keepFinalizer keeps the BarFinalizer on a live Bar and removes it from a
+// Bar marked for deletion; done says that it wrote (or failed to), and the
+// reconcile ends there.
+func keepFinalizer(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource) (done bool, err error) {
 	if finalizer.IsMarkedForDeletion(res) {
 		// Clean-up would happen here; then let the deletion complete.
 		_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, BarFinalizer)
-		return err
+		return true, err
 	}
 	if !finalizer.HasFinalizer(res, BarFinalizer) {
 		// The write's own watch event brings the Bar back, with the
@@ -91,24 +120,9 @@ func (barReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req re
 		// generation, but the pass that event triggers may still read the
 		// Bar without that status from the cache and write it again.)
 		_, err := finalizer.EnsureHasFinalizer(ctx, rt, res, BarFinalizer)
-		return err
+		return true, err
 	}
-
-	st := &pbresource.Status{}
-	bar, err := decodeBar(res)
-	if err != nil {
-		st.Conditions = append(st.Conditions, &pbresource.Condition{
-			Type: ConditionAccepted, State: pbresource.Condition_STATE_FALSE,
-			Reason: ReasonInvalidData, Message: err.Error(),
-		})
-	} else {
-		st.Conditions = append(st.Conditions,
-			&pbresource.Condition{Type: ConditionAccepted, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk, Message: "the bar is valid"},
-			resolvedRefs(rt, bar),
-		)
-	}
-	_, err = rt.WriteStatus(ctx, res, StatusKey, st)
-	return err
+	return false, nil
 }
 
 // resolvedRefs reports whether the Zip that bar references exists.
@@ -150,16 +164,4 @@ func zipRef(qux *pbresource.ID) *pbresource.ID {
 	}
 	ref.Tenancy = &pbresource.Tenancy{Partition: partition}
 	return ref
-}
-
-// decodeBar reads a Bar stored under either version.
-func decodeBar(res *pbresource.Resource) (*pbfoov1.Bar, error) {
-	if res.GetId().GetType().GetGroupVersion() == BarV2Type.GroupVersion {
-		v2, err := resource.Decode[*pbfoov2.Bar](res)
-		if err != nil {
-			return nil, err
-		}
-		return &pbfoov1.Bar{Baz: v2.Baz}, nil
-	}
-	return resource.Decode[*pbfoov1.Bar](res)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
@@ -155,6 +156,20 @@ func TestBarReconcile(t *testing.T) {
 			h.Client.RequireStatusConditionForCurrentGen(t, bar.Id, foo.StatusKey, tc.condition)
 		})
 	}
+}
+
+// TestBarReconcileReadsV2 checks that a Bar stored as a foo.v2.Bar, which
+// the typed read as a foo.v1.Bar refuses, is reconciled all the same.
+func TestBarReconcileReadsV2(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	h := resourcetest.NewControllerHarness(t, svc.Client, foo.BarController())
+	bar := h.Write(t, svc.Resource(foo.BarV2Type, "bar").
+		WithData(t, &pbfoov2.Bar{Baz: "two"}).
+		WithMeta("finalizers", foo.BarFinalizer))
+
+	require.NoError(t, h.Reconcile(t, bar.Id))
+	h.Client.RequireStatusConditionForCurrentGen(t, bar.Id, foo.StatusKey, accepted)
+	h.Client.RequireStatusConditionForCurrentGen(t, bar.Id, foo.StatusKey, noReference)
 }
 
 // TestZipChangesMapToReferringBars checks the controller's dependency mapper

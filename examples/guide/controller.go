@@ -24,7 +24,7 @@ func barController() *controller.Controller {
 	return controller.NewController("bar", BarType, byZip).
 		WithWatch(ZipType, dependency.MapByIndex(BarType, "by-zip")).
 		WithInitializer(barInitializer{}).
-		WithReconciler(barReconciler{})
+		WithReconciler(reconcile.AsDecoded(reconcileBar))
 }
 
 // byZip indexes Bars by the Zip their qux field names.
@@ -32,31 +32,22 @@ var byZip = dependency.ReferenceIndex("by-zip", func(bar *pbfoov1.Bar) resource.
 	return bar.Qux
 })
 
-type barReconciler struct{}
-
 const barFinalizer = "guide.example/bar-cleanup"
 
-func (barReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
-	res, err := rt.Cache.GetByID(req.ID)
-	if err != nil || res == nil {
-		return err // deleted: nothing to do
-	}
-	if finalizer.IsMarkedForDeletion(res) {
+// reconcileBar reconciles one Bar, read from the cache and decoded.
+func reconcileBar(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, bar *resource.Decoded[*pbfoov1.Bar]) error {
+	if finalizer.IsMarkedForDeletion(bar.Resource) {
 		// Clean up whatever the Bar stood for, then let it go.
-		_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, res, barFinalizer)
+		_, err := finalizer.EnsureFinalizerRemoved(ctx, rt, bar.Resource, barFinalizer)
 		return err
 	}
 	// Go on with the Bar as stored with the finalizer: the status below
 	// then names the generation that has it.
-	res, err = finalizer.EnsureHasFinalizer(ctx, rt, res, barFinalizer)
+	res, err := finalizer.EnsureHasFinalizer(ctx, rt, bar.Resource, barFinalizer)
 	if err != nil {
 		return err
 	}
-	bar, err := resource.Decode[*pbfoov1.Bar](res)
-	if err != nil {
-		return err
-	}
-	if time.Now().Hour() < 9 && bar.Baz == "wait-for-office-hours" {
+	if time.Now().Hour() < 9 && bar.Data.Baz == "wait-for-office-hours" {
 		return reconcile.RequeueAfter(time.Hour)
 	}
 	_, err = rt.WriteStatus(ctx, res, "guide.bar", &pbresource.Status{

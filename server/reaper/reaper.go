@@ -31,24 +31,13 @@ const ControllerName = "tombstone-reaper"
 // Controller returns the reaper controller, ready to Register.
 func Controller() *controller.Controller {
 	return controller.NewController(ControllerName, resource.TypeV1Tombstone).
-		WithReconciler(reconciler{})
+		WithReconciler(reconcile.AsDecoded(reap, reconcile.OnUndecodable(dropUnreadable)))
 }
 
-type reconciler struct{}
-
-// Reconcile deletes what the tombstone's owner owned, then the tombstone.
-func (reconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
-	tomb, err := rt.Cache.GetByID(req.ID)
-	if err != nil || tomb == nil {
-		return err
-	}
-	data, err := resource.Decode[*pbresource.Tombstone](tomb)
-	if err != nil {
-		// A tombstone that cannot be read can never be carried out.
-		rt.Logger.Error("dropping unreadable tombstone", "tombstone", resource.IDString(tomb.Id), "error", err)
-		return deleteTombstone(ctx, rt, tomb)
-	}
-	owner := data.GetOwner()
+// reap deletes what the tombstone's owner owned, then the tombstone.
+func reap(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, decoded *resource.Decoded[*pbresource.Tombstone]) error {
+	tomb := decoded.Resource
+	owner := decoded.Data.GetOwner()
 	if owner.GetUid() == "" {
 		rt.Logger.Error("dropping tombstone without an owner uid", "tombstone", resource.IDString(tomb.Id))
 		return deleteTombstone(ctx, rt, tomb)
@@ -99,6 +88,13 @@ func ownerExists(ctx context.Context, rt reconcile.Runtime, owner *pbresource.ID
 		return false, nil
 	}
 	return false, fmt.Errorf("reading owner %s: %w", resource.IDString(owner), err)
+}
+
+// dropUnreadable deletes a tombstone that cannot be read: it can never be
+// carried out.
+func dropUnreadable(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, tomb *pbresource.Resource, err error) error {
+	rt.Logger.Error("dropping unreadable tombstone", "tombstone", resource.IDString(tomb.Id), "error", err)
+	return deleteTombstone(ctx, rt, tomb)
 }
 
 func deleteTombstone(ctx context.Context, rt reconcile.Runtime, tomb *pbresource.Resource) error {
