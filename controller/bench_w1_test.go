@@ -102,9 +102,10 @@ func (c *statusCounter) WriteStatus(ctx context.Context, in *pbresource.WriteSta
 	return rsp, err
 }
 
-// widgetReconciler is the W1 reconciler: read the resource from the cache,
-// build the bench.widget status (Accepted/TRUE for the current generation)
-// and write it only if it changed.
+// widgetReconciler is the W1 reconciler: read the resource from the cache
+// (read-only, decoded: reconcile.AsDecoded with DecodedReadOnly), build the
+// bench.widget status (Accepted/TRUE for the current generation) and write
+// it only if it changed.
 type widgetReconciler struct {
 	reconciles atomic.Int64
 	inFlight   atomic.Int64
@@ -121,6 +122,7 @@ type widgetReconciler struct {
 	allOnce   chan struct{}
 	failed    atomic.Int64
 	lastError atomic.Value
+	decoded   reconcile.Reconciler // reconcile, through reconcile.AsDecoded
 }
 
 func newWidgetReconciler(names []string) *widgetReconciler {
@@ -130,13 +132,21 @@ func newWidgetReconciler(names []string) *widgetReconciler {
 		index:   make(map[string]int, len(names)),
 		allOnce: make(chan struct{}),
 	}
+	r.decoded = reconcile.AsDecoded(r.reconcile, reconcile.DecodedReadOnly())
 	for i, n := range names {
 		r.index[n] = i
 	}
 	return r
 }
 
+// Reconcile is the reconciler the Manager runs: the adapter every
+// reconciler written against its decoded resource uses, with the cache's
+// own copy (the W1 reconciler only reads it).
 func (r *widgetReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
+	return r.decoded.Reconcile(ctx, rt, req)
+}
+
+func (r *widgetReconciler) reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request, res *resource.Decoded[*wrapperspb.StringValue]) error {
 	r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	r.reconciles.Add(1)
@@ -146,11 +156,7 @@ func (r *widgetReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, 
 			close(r.allOnce)
 		}
 	}
-	res, err := rt.Cache.GetByID(req.ID)
-	if err != nil || res == nil {
-		return err
-	}
-	wrote, err := rt.WriteStatus(ctx, res, widgetStatusKey, widgetStatus(res.Generation))
+	wrote, err := rt.WriteStatus(ctx, res.Resource, widgetStatusKey, widgetStatus(res.Resource.Generation))
 	if err != nil {
 		r.failed.Add(1)
 		r.lastError.Store(err.Error())
