@@ -211,7 +211,7 @@ func (m *mappers) stopRetries() {
 func callMapper(ctx context.Context, rt reconcile.Runtime, j mapperJob) (reqs []reconcile.Request, err error) {
 	err = safeCall(func() error {
 		var e error
-		reqs, e = j.mapper(ctx, rt, resource.Clone(j.event.Resource))
+		reqs, e = j.mapper(ctx, rt, j.event.Resource)
 		return e
 	})
 	return reqs, err

@@ -44,7 +44,7 @@ func (s *subscription) deliver(typeKey string, ev cache.Event) {
 		return
 	}
 	if typeKey == s.managedKey {
-		req := reconcile.Request{ID: resource.CloneID(ev.Resource.Id)}
+		req := reconcile.Request{ID: ev.Resource.Id} // read-only, like the event
 		s.queue.Add(req.Key(), req)
 		return
 	}

@@ -120,8 +120,8 @@ func ReferenceIndex[T proto.Message](name string, ref func(data T) resource.Refe
 }
 
 // MapDecoded adapts a mapper written against the changed resource with its
-// Data decoded as T (the mapper's own copy, like the resource a
-// DependencyMapper gets). A resource whose Data is not a T (another
+// Data decoded as T. The resource is read-only, like the one a
+// DependencyMapper gets; the decoded Data is the mapper's own. A resource whose Data is not a T (another
 // version of the type, say) maps to nothing: retrying could not change
 // that.
 func MapDecoded[T proto.Message](fn func(ctx context.Context, rt reconcile.Runtime, res *resource.Decoded[T]) ([]reconcile.Request, error)) reconcile.DependencyMapper {

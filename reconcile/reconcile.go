@@ -86,7 +86,8 @@ func (f InitializeFunc) Initialize(ctx context.Context, rt Runtime) error { retu
 
 // DependencyMapper turns a change to a watched resource into the managed
 // resources to reconcile. res is the resource's new state (or, for a
-// deletion, its last state); it is the mapper's own copy.
+// deletion, its last state), as the cache holds it: read-only, like
+// everything the cache holds (resource.Clone gives a copy to change).
 type DependencyMapper func(ctx context.Context, rt Runtime, res *pbresource.Resource) ([]Request, error)
 
 // RequestsFromIDs wraps IDs in Requests. The Requests share the IDs (with
