@@ -43,17 +43,11 @@ func parseKey(key string) (idKey, bool) {
 
 // GetByID implements ReadOnlyCache.
 func (c *Cache) GetByID(id *pbresource.ID) (*pbresource.Resource, error) {
-	tc, err := c.typeCache(id.GetType())
-	if err != nil {
+	e, err := c.entryByID(id)
+	if e == nil {
 		return nil, err
 	}
-	tc.mu.RLock()
-	defer tc.mu.RUnlock()
-	e, ok := tc.byID.get(idKeyOf(id))
-	if !ok || (id.Uid != "" && e.res.Id.Uid != id.Uid) {
-		return nil, nil
-	}
-	return resource.Clone(e.res), nil
+	return resource.Clone(e.res), nil // outside the lock: what an entry holds is immutable
 }
 
 func (tc *typeCache) index(name string) (*index, error) {
