@@ -6,20 +6,25 @@
 // and tools work against a Loom server and a Loom controller can run against
 // Consul. Loom may add fields, only with new numbers.
 //
-// Loom's own registry. The descriptor of pbresource/resource.proto and its
-// types are registered in a registry of this package, not in protobuf-go's
-// global ones (protoregistry.GlobalFiles and GlobalTypes), because Consul's
-// published package github.com/hashicorp/consul/proto-public/pbresource
-// registers the same file path and the same full names there: with both
-// in the global registries a binary linking both would panic at init. So
-// a controller may import types generated against Consul's package next to
-// Loom's. The generated code is post-processed to do this (see `make proto`).
+// # Loom's own registry
 //
-// The catch: code that looks messages up by name must ask Resolver rather
-// than the global registries, or it will not find Loom's (nor, when Consul's
-// package is linked, it finds Consul's). That is protojson and prototext
-// (their options' Resolver field), anypb.UnmarshalNew and Any.UnmarshalNew
-// (proto.UnmarshalOptions.Resolver) and gRPC server reflection
+// The descriptor of pbresource/resource.proto and its
+// types are registered in a registry of this package, not in protobuf-go's
+// global ones (protoregistry.GlobalFiles and GlobalTypes): Consul's published
+// package github.com/hashicorp/consul/proto-public/pbresource registers the
+// same file path and full names there, and protobuf-go panics at init when
+// one is registered twice. So a binary may link Consul's package, or types
+// generated against it, beside this one, in any init order. `make proto`
+// post-processes the generated code to do this (proto/internal/pbpatch).
+//
+// The price: code that looks messages up by name must ask Resolver, which
+// answers from Loom's registry first and then from the global ones; the
+// global registries do not know Loom's messages (or, when Consul's package is
+// linked, answer with Consul's). That is protojson and prototext (the
+// Resolver of their options), anypb.UnmarshalNew with
+// proto.UnmarshalOptions{Resolver: Resolver} (not Any.UnmarshalNew, which
+// asks the global registry) and gRPC server reflection
 // (reflection.ServerOptions' DescriptorResolver and ExtensionResolver).
-// Marshalling, Any.UnmarshalTo and anypb.New need no registry.
+// proto.Marshal, proto.Unmarshal, anypb.New and Any.UnmarshalTo need no
+// registry; a message's String method shows a tombstone's data undecoded.
 package pbresource
