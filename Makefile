@@ -2,10 +2,13 @@
 
 GO ?= go
 # Every Go module in the tree; go.work ties them together for development.
-MODULES := . cmd/loom storage/etcd
+MODULES := . cmd/loom storage/etcd compat/consul
 
 # Pinned code generators, so `make proto` reproduces the committed files byte
 # for byte (with Debian's protoc 3.21.12: apt-get install protobuf-compiler).
+# pbpatch then makes resource.pb.go register in Loom's own protobuf registry
+# rather than the global one, so Consul's pbresource can be linked beside it
+# (see proto/pbresource's package doc).
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := $(CURDIR)/.bin
@@ -62,6 +65,7 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 		--go_out=paths=source_relative:proto \
 		--go-grpc_out=paths=source_relative:proto \
 		pbresource/resource.proto
+	$(GO) run ./proto/internal/pbpatch proto/pbresource/resource.pb.go
 	protoc -I proto -I . \
 		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
 		--go_out=paths=source_relative:. \

@@ -106,8 +106,9 @@ func (a *attemptT) hasFailed() bool {
 	return a.failed
 }
 
-// jsonOptions render resources for failure messages.
-var jsonOptions = protojson.MarshalOptions{Multiline: true, Indent: "  "}
+// jsonOptions render resources for failure messages; Resolver also finds
+// Loom's own types (a tombstone's data).
+var jsonOptions = protojson.MarshalOptions{Multiline: true, Indent: "  ", Resolver: pbresource.Resolver}
 
 // prettyResource renders res as indented JSON. Data whose message type is
 // not linked into the test binary cannot be rendered as JSON, so it is then

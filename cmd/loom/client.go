@@ -105,7 +105,8 @@ func (c *clientFlags) call(ctx context.Context, f func(context.Context, pbresour
 // protojson varies its whitespace on purpose (so nobody relies on it); the
 // output is re-formatted with encoding/json to keep it tidy and stable.
 func printJSON(w io.Writer, m proto.Message, compact bool) error {
-	b, err := protojson.Marshal(m)
+	// Resolver finds Loom's own types (a tombstone's data) and the global ones.
+	b, err := protojson.MarshalOptions{Resolver: pbresource.Resolver}.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -197,12 +198,13 @@ func runWrite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // parseResourceJSON accepts a WriteRequest or a bare Resource.
 func parseResourceJSON(in []byte) (*pbresource.Resource, error) {
+	opts := protojson.UnmarshalOptions{Resolver: pbresource.Resolver}
 	var req pbresource.WriteRequest
-	if err := protojson.Unmarshal(in, &req); err == nil && req.Resource != nil {
+	if err := opts.Unmarshal(in, &req); err == nil && req.Resource != nil {
 		return req.Resource, nil
 	}
 	var res pbresource.Resource
-	if err := protojson.Unmarshal(in, &res); err != nil {
+	if err := opts.Unmarshal(in, &res); err != nil {
 		return nil, fmt.Errorf("parsing the resource: %w", err)
 	}
 	return &res, nil

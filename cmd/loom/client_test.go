@@ -12,6 +12,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/proto/pbresource"
 )
 
 const barJSON = `{
@@ -136,5 +141,30 @@ func TestExitCodeFormatsServerErrors(t *testing.T) {
 	code := exitCode(status.Error(codes.NotFound, "resource foo.v1.Bar/default.default/x does not exist"), &stderr)
 	if code != 1 || stderr.String() != "loom: NotFound: resource foo.v1.Bar/default.default/x does not exist\n" {
 		t.Errorf("exit code %d, stderr %q", code, stderr.String())
+	}
+}
+
+// A tombstone's data is a type of Loom's own registry: the CLI prints it as
+// JSON and reads it back.
+func TestTombstoneJSON(t *testing.T) {
+	owner := &pbresource.ID{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"}, Name: "b", Uid: "u"}
+	data, err := anypb.New(&pbresource.Tombstone{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &pbresource.Resource{Id: &pbresource.ID{Name: "t"}, Data: data}
+	var out bytes.Buffer
+	if err := printJSON(&out, res, false); err != nil {
+		t.Fatalf("printing a tombstone: %v", err)
+	}
+	if !strings.Contains(out.String(), `"@type": "type.googleapis.com/hashicorp.consul.resource.Tombstone"`) {
+		t.Errorf("printed %s, want the tombstone's data as JSON", out.String())
+	}
+	back, err := parseResourceJSON(out.Bytes())
+	if err != nil {
+		t.Fatalf("reading back %s: %v", out.String(), err)
+	}
+	if !proto.Equal(back, res) {
+		t.Errorf("read back %v, want %v", back, res)
 	}
 }

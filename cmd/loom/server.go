@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/server/reaper"
@@ -212,7 +211,7 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	svc.Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
-	reflection.Register(gs)
+	registerReflection(gs)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve(lis) }()

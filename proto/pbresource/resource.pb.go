@@ -1874,7 +1874,9 @@ func file_pbresource_resource_proto_init() {
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
+		TypeRegistry: typeRegistry, // the package's own, not protoregistry.GlobalTypes
 		File: protoimpl.DescBuilder{
+			FileRegistry:  fileRegistry, // the package's own, not protoregistry.GlobalFiles
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pbresource_resource_proto_rawDesc), len(file_pbresource_resource_proto_rawDesc)),
 			NumEnums:      1,
