@@ -27,14 +27,14 @@ import (
 // loomServer serves a Loom ResourceService (in memory, with the example
 // types and any extra registrations) over real gRPC on an in-process
 // listener and returns a connection to it.
-func loomServer(t *testing.T, extra ...resource.Registration) *grpc.ClientConn {
+func loomServer(t *testing.T, extra ...func(resource.Registry) error) *grpc.ClientConn {
 	t.Helper()
 	registry := resource.NewRegistry()
 	if err := foo.RegisterTypes(registry); err != nil {
 		t.Fatal(err)
 	}
-	for _, reg := range extra {
-		if err := registry.Register(reg); err != nil {
+	for _, register := range extra {
+		if err := register(registry); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,23 +228,20 @@ func TestMessagesCrossOver(t *testing.T) {
 // writes it, Consul's client reads it.
 func TestConsulGeneratedDataType(t *testing.T) {
 	ctpType := &pbresource.Type{Group: "auth", GroupVersion: "v2beta1", Kind: "ComputedTrafficPermissions"}
-	validate := func(res *pbresource.Resource) error {
-		ctp, err := resource.Decode[*pbauth.ComputedTrafficPermissions](res)
-		if err != nil {
-			return err
-		}
-		for _, ref := range ctp.GetBoundReferences() {
+	validate := func(res *resource.Decoded[*pbauth.ComputedTrafficPermissions]) error {
+		for _, ref := range res.Data.GetBoundReferences() {
 			if ref.GetName() == "" {
 				return resource.ErrInvalidField{Name: "bound_references", Wrapped: resource.ErrMissing}
 			}
 		}
 		return nil
 	}
-	conn := loomServer(t, resource.Registration{
-		Type:     ctpType,
-		Proto:    &pbauth.ComputedTrafficPermissions{},
-		Scope:    resource.ScopeNamespace,
-		Validate: validate,
+	conn := loomServer(t, func(r resource.Registry) error {
+		return resource.Register(r, resource.Registration[*pbauth.ComputedTrafficPermissions]{
+			Type:     ctpType,
+			Scope:    resource.ScopeNamespace,
+			Validate: validate,
+		})
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
