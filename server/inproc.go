@@ -103,15 +103,14 @@ func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.Mut
 	return &pbresource.MutateAndValidateResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
-func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	st := &inprocWatch{
 		ctx:    ctx,
 		events: make(chan *pbresource.WatchEvent, inprocWatchBuffer),
 		done:   make(chan struct{}),
 	}
-	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shared: resource.WantsSharedWatchEvents(opts),
-		shuttingDown: c.s.shuttingDown.Done()}
+	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shuttingDown: c.s.shuttingDown.Done()}
 	req := cloneWatchListRequest(in)
 	go func() {
 		defer cancel()
@@ -174,23 +173,19 @@ func (w *inprocWatch) RecvMsg(m any) error {
 }
 
 // inprocWatchServer is the server side of an in-process WatchList stream:
-// Send copies each event into the client's buffer, waiting while it is full
-// (until the stream ends or the server shuts down). With shared set (resource.SharedWatchEvents), it hands over the event
-// itself: the caller promised to treat it as read-only, and the server never
-// changes an event it has sent.
+// Send puts each event into the client's buffer, waiting while it is full
+// (until the stream ends or the server shuts down). It hands over the event
+// itself, not a copy: what is sent on a watch is immutable (see the resource
+// package doc), for the server and the receiver alike.
 type inprocWatchServer struct {
 	ctx          context.Context
 	st           *inprocWatch
-	shared       bool
 	shuttingDown <-chan struct{} // the Server's; closed by Shutdown
 }
 
 var _ grpc.ServerStreamingServer[pbresource.WatchEvent] = (*inprocWatchServer)(nil)
 
 func (s *inprocWatchServer) Send(ev *pbresource.WatchEvent) error {
-	if !s.shared {
-		ev = cloneWatchEvent(ev)
-	}
 	select {
 	case s.st.events <- ev:
 		return nil
