@@ -20,12 +20,14 @@ import (
 const inprocWatchBuffer = 64
 
 // NewInProcessClient returns a client that calls s directly, without gRPC
-// marshalling or a network. Requests are copied on the way in and responses
-// on the way out, so the caller and the server never share a message.
-// Outgoing gRPC metadata on the context (e.g. x-consul-consistency-mode) is
-// handed to the server as incoming metadata; incoming metadata the caller's
-// context may carry is not. Errors are the server's status errors,
-// unchanged. Call options are ignored.
+// marshalling or a network. It follows the rule in the resource package doc
+// ("Who may change a message"): what a call returns is the caller's own
+// copy, while a WatchList stream hands out the server's own events, the same
+// message on every stream, which nobody may change. Outgoing gRPC metadata
+// on the context (e.g. x-consul-consistency-mode) is handed to the server as
+// incoming metadata; incoming metadata the caller's context may carry is
+// not. Errors are the server's status errors, unchanged. Call options are
+// ignored.
 //
 // A WatchList stream runs the server's WatchList in a goroutine; it ends
 // when the server side returns (its error is what Recv returns after the

@@ -14,14 +14,15 @@
 // detected and skipped, finalizers delay deletion, and deleting a resource
 // that owns others leaves a Tombstone for the reaper.
 //
-// # Requests are consumed
+// # Who may change a message
 //
-// Server methods may modify the request messages they are given (for
-// example, Write fills in tenancy defaults in place instead of copying the
-// resource). Messages they return may be shared with the backend and must
-// not be modified. gRPC gives every call fresh messages and only marshals the
-// response, so neither matters there; the in-process client clones on the
-// way in and on the way out so callers never notice either.
+// The service follows the one rule in the resource package doc ("Who may
+// change a message"). It never changes a request nor keeps any part of it.
+// What its methods return, and every WatchList event, may be the backend's
+// stored message, which nobody changes: gRPC marshals it, the in-process
+// client (NewInProcessClient) hands the caller a copy of a response and the
+// event itself on a watch. Over gRPC, the codec of ServerOptions marshals
+// an event once for all the streams that send it.
 //
 // # Decisions where the design left a choice
 //
