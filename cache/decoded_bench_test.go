@@ -5,8 +5,8 @@ import (
 	"runtime"
 	"testing"
 
-	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/cache"
+	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"google.golang.org/protobuf/types/known/anypb"

@@ -23,22 +23,23 @@
 //
 //	owned, err := rt.Cache.List(childType, cache.OwnerIndex, cache.OwnerKey(owner.Id))
 //
-// # Cloning
+// # Who may change a message
 //
-// The cache clones on read: every resource it returns is the caller's own
-// copy, so a reconciler that changes what it read (a natural thing to do
-// before writing it back) cannot corrupt what other controllers see. Stored
-// resources are never modified; their Type and Tenancy messages are shared
-// between the entries of a type to save memory. Cloning on write instead
-// would still hand every reader the same pointer, so one careless reader
-// would break the rest; the copy on read is the price of that guarantee.
+// The cache follows the one rule in the resource package doc ("Who may
+// change a message"): what it holds is immutable, and it copies only at
+// the edge, when a read hands a resource to a reconciler. Get, List and
+// the other reads clone, so a reconciler that changes what it read (a
+// natural thing to do before writing it back) cannot corrupt what other
+// controllers see. The cache keeps the resources it is given (Upsert,
+// Replace, a watch's events) without changing them; the Type and Tenancy
+// of its entries are shared between the entries of a type to save memory.
 //
 // Hot paths that only read, such as mappers, filters and index scans, can
 // skip the copy: ListReadOnly and ListIDsReadOnly hand out the cache's own
-// stored resources and IDs. What the cache holds is immutable (an update
-// stores a new resource, never changes the old one), so reading them needs
-// no lock; the caller must never change them, and clones one
-// (resource.Clone, resource.CloneID) before changing or keeping it to write.
+// stored resources and IDs, as do the Resource and Old of an Event. Reading
+// them needs no lock (an update stores a new resource, never changes the
+// old one); clone one (resource.Clone, resource.CloneID) before changing
+// it or keeping it to write.
 //
 // # Typed reads
 //

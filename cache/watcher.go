@@ -95,12 +95,12 @@ func orDefault(d, def time.Duration) time.Duration {
 func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func(Event), primed func()) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The cache never changes what it receives (it keeps compact copies
-	// and clones on read), so an in-process server may share its events.
+	// Events are immutable (see the resource package doc): the cache keeps
+	// what it receives without changing it and clones on read.
 	stream, err := w.Client.WatchList(ctx, &pbresource.WatchListRequest{
 		Type:    typ,
 		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
-	}, resource.SharedWatchEvents())
+	})
 	if err != nil {
 		return false, err
 	}

@@ -9,4 +9,10 @@
 // through the watch's dependency mapper. Each controller has its own work
 // queue (de-duplicating, one worker per key at a time, exponential backoff
 // on errors) and WithConcurrency workers.
+//
+// Who may change what follows the one rule in the resource package doc
+// ("Who may change a message"): watch events and what the cache holds are
+// immutable; a reconciler's cache reads and a dependency mapper's resource
+// are their own copies, while event filters and read-only cache views see
+// the cache's own resources and must not change them.
 package controller

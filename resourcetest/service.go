@@ -122,7 +122,7 @@ func StartService(t T, opts ...ServiceOption) *Service {
 func startGRPC(t T, srv *server.Server) pbresource.ResourceServiceClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",

@@ -5,28 +5,9 @@ import (
 	"github.com/loomrt/loom/resource"
 )
 
-// Deep copies of the responses and watch events the in-process client passes
-// across (requests it passes as they are: the server never changes them). The resources, IDs and statuses inside them are copied with the
-// resource package's field-by-field clones, several times cheaper than
-// proto.Clone; what is left here are the wrappers. clone_test.go fills
-// every field of every request by reflection and compares these copies with
-// the originals, so a field added to resource.proto and forgotten here fails
-// the tests.
-
-func cloneType(t *pbresource.Type) *pbresource.Type {
-	if t == nil {
-		return nil
-	}
-	return &pbresource.Type{Group: t.Group, GroupVersion: t.GroupVersion, Kind: t.Kind}
-}
-
-func cloneTenancy(t *pbresource.Tenancy) *pbresource.Tenancy {
-	if t == nil {
-		return nil
-	}
-	return &pbresource.Tenancy{Partition: t.Partition, Namespace: t.Namespace}
-}
-
+// cloneResources copies the resources of a List or ListByOwner response for
+// the in-process client (see NewInProcessClient). clone_test.go checks that
+// the responses it copies keep the shape it assumes.
 func cloneResources(rs []*pbresource.Resource) []*pbresource.Resource {
 	if rs == nil {
 		return nil
@@ -36,57 +17,4 @@ func cloneResources(rs []*pbresource.Resource) []*pbresource.Resource {
 		out[i] = resource.Clone(r)
 	}
 	return out
-}
-
-// upsertBlock and deleteBlock hold the three messages that wrap a copied
-// event's resource, so they cost one allocation instead of three.
-type upsertBlock struct {
-	ev     pbresource.WatchEvent
-	oneof  pbresource.WatchEvent_Upsert_
-	upsert pbresource.WatchEvent_Upsert
-}
-
-type deleteBlock struct {
-	ev     pbresource.WatchEvent
-	oneof  pbresource.WatchEvent_Delete_
-	delete pbresource.WatchEvent_Delete
-}
-
-func cloneWatchEvent(ev *pbresource.WatchEvent) *pbresource.WatchEvent {
-	if ev == nil {
-		return nil
-	}
-	switch e := ev.Event.(type) {
-	case *pbresource.WatchEvent_Upsert_:
-		b := new(upsertBlock)
-		b.ev.Event = &b.oneof
-		if e.Upsert != nil {
-			b.oneof.Upsert = &b.upsert
-			b.upsert.Resource = resource.Clone(e.Upsert.Resource)
-		}
-		return &b.ev
-	case *pbresource.WatchEvent_Delete_:
-		b := new(deleteBlock)
-		b.ev.Event = &b.oneof
-		if e.Delete != nil {
-			b.oneof.Delete = &b.delete
-			b.delete.Resource = resource.Clone(e.Delete.Resource)
-		}
-		return &b.ev
-	case *pbresource.WatchEvent_EndOfSnapshot_:
-		if e.EndOfSnapshot == nil {
-			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{}}
-		}
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{
-			EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{},
-		}}
-	}
-	return &pbresource.WatchEvent{}
-}
-
-func cloneWatchListRequest(r *pbresource.WatchListRequest) *pbresource.WatchListRequest {
-	if r == nil {
-		return nil
-	}
-	return &pbresource.WatchListRequest{Type: cloneType(r.Type), Tenancy: cloneTenancy(r.Tenancy), NamePrefix: r.NamePrefix}
 }

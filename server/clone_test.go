@@ -84,8 +84,7 @@ func TestClones(t *testing.T) {
 		msg   proto.Message
 		clone func(proto.Message) proto.Message
 	}{
-		"WatchListRequest": {&pbresource.WatchListRequest{}, func(m proto.Message) proto.Message { return cloneWatchListRequest(m.(*pbresource.WatchListRequest)) }},
-		"ListResponse": {&pbresource.ListResponse{}, func(m proto.Message) proto.Message {
+				"ListResponse": {&pbresource.ListResponse{}, func(m proto.Message) proto.Message {
 			return &pbresource.ListResponse{Resources: cloneResources(m.(*pbresource.ListResponse).Resources)}
 		}},
 		"ReadResponse": {&pbresource.ReadResponse{}, func(m proto.Message) proto.Message {
@@ -116,34 +115,4 @@ func TestClones(t *testing.T) {
 		require.Equal(t, 1, m.ProtoReflect().Descriptor().Fields().Len(), "%T", m)
 	}
 	require.Equal(t, 0, (&pbresource.DeleteResponse{}).ProtoReflect().Descriptor().Fields().Len())
-}
-
-func TestCloneWatchEvent(t *testing.T) {
-	filled := func() *pbresource.Resource {
-		res := &pbresource.Resource{}
-		fill(res.ProtoReflect(), 0, 0)
-		return res
-	}
-	for _, ev := range []*pbresource.WatchEvent{
-		{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: filled()}}},
-		{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: filled()}}},
-		{Event: &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{}}},
-		{Event: &pbresource.WatchEvent_Upsert_{}},
-		{Event: &pbresource.WatchEvent_Delete_{}},
-		{Event: &pbresource.WatchEvent_EndOfSnapshot_{}},
-		{},
-	} {
-		c := cloneWatchEvent(ev)
-		require.True(t, proto.Equal(ev, c), "%v", ev)
-
-		// No sharing: changing the original leaves the copy alone.
-		snapshot := proto.Clone(c)
-		fill(ev.ProtoReflect(), 5, 0)
-		require.True(t, proto.Equal(snapshot, c), "%v", ev)
-	}
-	require.Nil(t, cloneWatchEvent(nil))
-	for _, m := range []proto.Message{&pbresource.WatchEvent{}, &pbresource.WatchEvent_Upsert{}, &pbresource.WatchEvent_Delete{}, &pbresource.WatchEvent_EndOfSnapshot{}} {
-		want := map[string]int{"WatchEvent": 3, "Upsert": 1, "Delete": 1, "EndOfSnapshot": 0}[string(m.ProtoReflect().Descriptor().Name())]
-		require.Equal(t, want, m.ProtoReflect().Descriptor().Fields().Len(), "%T changed: update cloneWatchEvent", m)
-	}
 }

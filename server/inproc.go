@@ -20,12 +20,14 @@ import (
 const inprocWatchBuffer = 64
 
 // NewInProcessClient returns a client that calls s directly, without gRPC
-// marshalling or a network. Responses are copied on the way out, so the
-// caller may change what it gets; requests are passed as they are, since
-// the server never changes a request nor keeps any part of it.
-// Outgoing gRPC metadata on the context (e.g. x-consul-consistency-mode) is
-// handed to the server as incoming metadata; incoming metadata the caller's
-// context may carry is not. Errors are the server's status errors,
+// marshalling or a network. It follows the rule in the resource package doc
+// ("Who may change a message"): what a call returns is the caller's own
+// copy, while a WatchList stream hands out the server's own events, the same
+// message on every stream, which nobody may change. Requests are passed as
+// they are, since the server never changes a request nor keeps any part of
+// it. Outgoing gRPC metadata on the context (e.g. x-consul-consistency-mode)
+// is handed to the server as incoming metadata; incoming metadata the
+// caller's context may carry is not. Errors are the server's status errors,
 // unchanged. Call options are ignored.
 //
 // A WatchList stream runs the server's WatchList in a goroutine; it ends
@@ -104,19 +106,17 @@ func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.Mut
 	return &pbresource.MutateAndValidateResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
-func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	st := &inprocWatch{
 		ctx:    ctx,
 		events: make(chan *pbresource.WatchEvent, inprocWatchBuffer),
 		done:   make(chan struct{}),
 	}
-	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shared: resource.WantsSharedWatchEvents(opts),
-		shuttingDown: c.s.shuttingDown.Done()}
-	req := cloneWatchListRequest(in)
+	srv := &inprocWatchServer{ctx: serverContext(ctx), st: st, shuttingDown: c.s.shuttingDown.Done()}
 	go func() {
 		defer cancel()
-		st.err = c.s.WatchList(req, srv)
+		st.err = c.s.WatchList(in, srv)
 		close(st.done)
 	}()
 	return st, nil
@@ -175,23 +175,19 @@ func (w *inprocWatch) RecvMsg(m any) error {
 }
 
 // inprocWatchServer is the server side of an in-process WatchList stream:
-// Send copies each event into the client's buffer, waiting while it is full
-// (until the stream ends or the server shuts down). With shared set (resource.SharedWatchEvents), it hands over the event
-// itself: the caller promised to treat it as read-only, and the server never
-// changes an event it has sent.
+// Send puts each event into the client's buffer, waiting while it is full
+// (until the stream ends or the server shuts down). It hands over the event
+// itself, not a copy: what is sent on a watch is immutable (see the resource
+// package doc), for the server and the receiver alike.
 type inprocWatchServer struct {
 	ctx          context.Context
 	st           *inprocWatch
-	shared       bool
 	shuttingDown <-chan struct{} // the Server's; closed by Shutdown
 }
 
 var _ grpc.ServerStreamingServer[pbresource.WatchEvent] = (*inprocWatchServer)(nil)
 
 func (s *inprocWatchServer) Send(ev *pbresource.WatchEvent) error {
-	if !s.shared {
-		ev = cloneWatchEvent(ev)
-	}
 	select {
 	case s.st.events <- ev:
 		return nil

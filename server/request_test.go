@@ -98,6 +98,21 @@ func TestServerNeverChangesRequests(t *testing.T) {
 	lbo := &pbresource.ListByOwnerRequest{Owner: noDefaults(zipID("owner"))}
 	lbo.Owner.Uid = owner.Id.Uid
 	check("ListByOwner", lbo, func() error { _, err := s.ListByOwner(ctx, lbo); return err })
+	watch := &pbresource.WatchListRequest{Type: barID("b").Type} // tenancy left to defaults
+	check("WatchList", watch, func() error {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := env.client.WatchList(wctx, watch)
+		if err != nil {
+			return err
+		}
+		for {
+			ev, err := stream.Recv()
+			if err != nil || ev.GetEndOfSnapshot() != nil {
+				return err
+			}
+		}
+	})
 	del := &pbresource.DeleteRequest{Id: noDefaults(barID("b"))}
 	check("Delete", del, func() error { _, err := s.Delete(ctx, del); return err })
 

@@ -16,11 +16,15 @@
 //
 // # Who may change a message
 //
-// The rule is the resource package's (see its documentation). For the
-// service: it never changes a request nor keeps any part of it (Write works
-// on its own shallow copy of the request's resource; the backend copies
-// what it stores), and what it returns may be the backend's shared,
-// immutable message. The in-process client copies responses on the way out.
+// The service follows the one rule in the resource package doc ("Who may
+// change a message"). It never changes a request nor keeps any part of it
+// (Write works on a shallow copy of the request's resource; the backend
+// copies what it stores).
+// What its methods return, and every WatchList event, may be the backend's
+// stored message, which nobody changes: gRPC marshals it, the in-process
+// client (NewInProcessClient) hands the caller a copy of a response and the
+// event itself on a watch. Over gRPC, the codec of ServerOptions marshals
+// an event once for all the streams that send it.
 //
 // # Decisions where the design left a choice
 //

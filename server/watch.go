@@ -8,7 +8,6 @@ import (
 	"github.com/loomrt/loom/storage"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -52,8 +51,9 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	defer w.Close()
 
 	// After the snapshot, the backend's events may be shared with other
-	// watches; over gRPC they are then marshalled once for all streams.
-	shared, deltas := sharesEncoding(ctx, stream), false
+	// watches; over gRPC, the codec of ServerOptions then marshals each
+	// once for all streams (see watch_encode.go).
+	mark, deltas := s.marksEvents(stream), false
 	for {
 		ev, err := w.Next(ctx)
 		if err == nil {
@@ -81,10 +81,8 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 		}
 		if ev.GetEndOfSnapshot() != nil {
 			deltas = true
-		} else if shared && deltas {
-			if ev, err = s.encoded.standIn(ev); err != nil {
-				return s.fail("WatchList", nil, status.Errorf(codes.Internal, "marshalling a watch event: %v", err))
-			}
+		} else if mark && deltas {
+			s.encoded.mark(ev)
 		}
 		if err := stream.Send(ev); err != nil {
 			return err

@@ -1,99 +1,147 @@
 package server
 
 import (
-	"context"
 	"hash/maphash"
-	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/encoding"
+	encproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
-// Marshalling an event once for all the gRPC streams that send it.
+// Marshalling a watch event once for all the gRPC streams that send it.
 //
 // A backend hands the same event message to every watch it matches (the
-// in-memory one does), so N WatchList streams over gRPC would marshal one
-// event N times. Instead, the first stream to send an event marshals it and
-// keeps the bytes, in a stand-in WatchEvent that holds them as its unknown
-// fields; the other streams send the stand-in. The proto codec writes
-// unknown fields out as they are, so the stand-in marshals to exactly the
-// event's bytes for the cost of a copy; compression, if the stream has any,
-// still happens per stream as usual.
+// in-memory one does), and what is sent on a watch is immutable, so N
+// WatchList streams over gRPC need not marshal one event N times. WatchList
+// marks the events it sends after the snapshot (the ones backends share) in
+// the server's cache of encoded events; the gRPC codec that
+// Server.ServerOptions installs marshals a marked event the first time any
+// stream sends it, keeps the bytes, and hands the same bytes to every other
+// stream, without a copy. Every other message, and every event not (or no
+// longer) in the cache, goes through gRPC's proto codec as usual.
+// Compression, if a stream has any, still happens per stream.
 //
-// Only streams that gRPC serves with the proto codec get stand-ins (see
-// sharesEncoding): the in-process client copies events field by field and
-// would lose the unknown fields, and a codec other than proto would not
-// write them out. A server forced onto a non-proto codec with
-// grpc.ForceServerCodec cannot be detected; it is not a configuration the
-// ResourceService supports. Stream interceptors that read the messages a
-// handler sends see a WatchEvent with only unknown fields.
+// Handlers and stream interceptors see the real event: an interceptor that
+// sends another message in its place gets that message marshalled (the
+// cache is keyed by the event's address). One that changed an event in
+// place would break the rule every receiver relies on, and the streams that
+// marshalled it before would have sent the old bytes.
 
 // encodedEventSlots is the size of the cache of marshalled events: enough to
 // cover how far apart in a burst of events the streams of one type drift.
 const encodedEventSlots = 4096
 
 // encodedEvents is a direct-mapped cache from an event (by pointer) to its
-// stand-in. A slot holds the event itself, so while it is cached its
-// address cannot be reused by another event. Two streams that miss on the
-// same event at once both marshal it, and one of the results stays.
+// encoding. A slot holds the event itself, so while it is cached its
+// address cannot be reused by another event. Two streams that mark the
+// same event at once may both store an entry; one of them stays, and its
+// bytes are marshalled once.
 type encodedEvents struct {
 	seed  maphash.Seed
 	slots [encodedEventSlots]atomic.Pointer[encodedEvent]
+	// inUse is set once ServerOptions has handed out the codec: before
+	// that no stream reads the cache, and WatchList marks nothing.
+	inUse atomic.Bool
 }
 
 type encodedEvent struct {
-	ev       *pbresource.WatchEvent
-	standIn  *pbresource.WatchEvent
-	encodErr error
+	ev   *pbresource.WatchEvent
+	once sync.Once
+	buf  mem.Buffer // the event's bytes, once marshalled
+	err  error
 }
 
 func newEncodedEvents() *encodedEvents {
 	return &encodedEvents{seed: maphash.MakeSeed()}
 }
 
-// standIn returns the message to send in place of ev: one that marshals to
-// the same bytes, marshalled only once for every stream that sends ev.
-func (c *encodedEvents) standIn(ev *pbresource.WatchEvent) (*pbresource.WatchEvent, error) {
-	slot := &c.slots[maphash.Comparable(c.seed, ev)%encodedEventSlots]
-	if e := slot.Load(); e != nil && e.ev == ev {
-		return e.standIn, e.encodErr
-	}
-	e := &encodedEvent{ev: ev}
-	if b, err := proto.Marshal(ev); err != nil {
-		e.encodErr = err
-	} else {
-		e.standIn = &pbresource.WatchEvent{}
-		e.standIn.ProtoReflect().SetUnknown(b)
-	}
-	slot.Store(e)
-	return e.standIn, e.encodErr
+func (c *encodedEvents) slot(ev *pbresource.WatchEvent) *atomic.Pointer[encodedEvent] {
+	return &c.slots[maphash.Comparable(c.seed, ev)%encodedEventSlots]
 }
 
-// sharesEncoding reports whether stream is a gRPC server stream whose
-// messages the proto codec marshals: its content type is application/grpc,
-// or has the subtype proto (application/grpc+proto, application/grpc;proto).
-func sharesEncoding(ctx context.Context, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) bool {
-	if _, ok := stream.(*grpc.GenericServerStream[pbresource.WatchListRequest, pbresource.WatchEvent]); !ok {
+// mark puts ev in the cache, unless it is there already.
+func (c *encodedEvents) mark(ev *pbresource.WatchEvent) {
+	slot := c.slot(ev)
+	if e := slot.Load(); e != nil && e.ev == ev {
+		return
+	}
+	slot.Store(&encodedEvent{ev: ev})
+}
+
+// encoded returns ev's bytes, marshalled once for every stream that sends
+// it, if ev is in the cache; ok is false if it is not.
+func (c *encodedEvents) encoded(ev *pbresource.WatchEvent) (buf mem.Buffer, ok bool, err error) {
+	e := c.slot(ev).Load()
+	if e == nil || e.ev != ev {
+		return nil, false, nil
+	}
+	e.once.Do(func() {
+		b, err := proto.Marshal(ev)
+		e.buf, e.err = mem.SliceBuffer(b), err
+	})
+	return e.buf, true, e.err
+}
+
+// eventCodec is the gRPC codec of ServerOptions: gRPC's proto codec, except
+// that it marshals a watch event in the server's cache once for all streams.
+type eventCodec struct {
+	proto  encoding.CodecV2
+	events *encodedEvents
+}
+
+func (c *eventCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if ev, ok := v.(*pbresource.WatchEvent); ok {
+		// The buffer is never written to, and freeing a SliceBuffer does
+		// nothing, so every stream may hold it at once.
+		if buf, ok, err := c.events.encoded(ev); ok {
+			if err != nil {
+				return nil, err
+			}
+			return mem.BufferSlice{buf}, nil
+		}
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c *eventCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+
+// Name is the proto codec's: the codec reads and writes nothing else.
+func (c *eventCodec) Name() string { return c.proto.Name() }
+
+// ServerOptions returns the options a host passes to grpc.NewServer for the
+// grpc.Server it registers s on. Today that is one: a codec (set with
+// grpc.ForceServerCodecV2) that marshals each watch event once for all the
+// WatchList streams that send it, instead of once per stream. Without the
+// options the service works the same, at a higher CPU cost per watch event.
+//
+// The codec speaks protobuf to every client of that grpc.Server, for every
+// service on it: it takes the place of gRPC's choice of codec by the
+// request's content-subtype. That changes nothing unless the host registered
+// other codecs (encoding.RegisterCodecV2) for clients that ask for them; such
+// a host should leave the options out. Options given later to
+// grpc.NewServer override these, e.g. another ForceServerCodec.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	s.encoded.inUse.Store(true)
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(&eventCodec{
+		proto:  encoding.GetCodecV2(encproto.Name),
+		events: s.encoded,
+	})}
+}
+
+// marksEvents reports whether WatchList should mark the events it sends on
+// stream for the codec: the codec was handed out and stream is a gRPC one
+// (an in-process stream hands over the events themselves and marshals
+// nothing).
+func (s *Server) marksEvents(stream grpc.ServerStreamingServer[pbresource.WatchEvent]) bool {
+	if !s.encoded.inUse.Load() {
 		return false
 	}
-	types := metadata.ValueFromIncomingContext(ctx, "content-type")
-	if len(types) != 1 {
-		return false
-	}
-	const base = "application/grpc"
-	ct := types[0]
-	if len(ct) < len(base) || !strings.EqualFold(ct[:len(base)], base) {
-		return false
-	}
-	switch rest := ct[len(base):]; {
-	case rest == "":
-		return true
-	case rest[0] == '+' || rest[0] == ';':
-		return strings.EqualFold(rest[1:], "proto")
-	}
-	return false
+	_, ok := stream.(*grpc.GenericServerStream[pbresource.WatchListRequest, pbresource.WatchEvent])
+	return ok
 }

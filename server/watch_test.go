@@ -67,15 +67,21 @@ func requireSnapshot(t *testing.T, stream watchStream, n int) []string {
 	return names
 }
 
-// serveLoopback serves env's server with a real grpc.Server on a loopback
-// listener and returns a gRPC client to it (grpc.NewClient, insecure
-// credentials), and a function that closes the connection and stops the
-// server.
+// serveLoopback serves env's server with a real grpc.Server, created with
+// the server's ServerOptions as a host does, on a loopback listener and
+// returns a gRPC client to it (grpc.NewClient, insecure credentials), and a
+// function that closes the connection and stops the server.
 func serveLoopback(t testing.TB, env *testEnv) (pbresource.ResourceServiceClient, func()) {
+	t.Helper()
+	return serveGRPC(t, env, env.server.ServerOptions()...)
+}
+
+// serveGRPC is serveLoopback with a grpc.Server created with opts alone.
+func serveGRPC(t testing.TB, env *testEnv, opts ...grpc.ServerOption) (pbresource.ResourceServiceClient, func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(opts...)
 	env.server.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -220,29 +226,18 @@ func TestWatchList_ACL(t *testing.T) {
 	require.Equal(t, "public", recvEvent(t, stream).GetUpsert().GetResource().GetId().GetName())
 }
 
-// TestWatchList_SharedEventsInProcess checks resource.SharedWatchEvents: two
-// in-process watchers that promise to treat events as read-only receive the
-// server's own event for a change, while a watcher without the option gets
-// a copy of its own.
-func TestWatchList_SharedEventsInProcess(t *testing.T) {
+// TestWatchList_InProcessHandsOverEvents checks that in-process watchers
+// receive the server's own event for a change, the same message on every
+// stream: events are immutable, so no copy is needed.
+func TestWatchList_InProcessHandsOverEvents(t *testing.T) {
 	env := newEnv(t)
 	req := &pbresource.WatchListRequest{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "*", Namespace: "*"}}
-	open := func(opts ...grpc.CallOption) watchStream {
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		stream, err := env.client.WatchList(ctx, req, opts...)
-		require.NoError(t, err)
-		require.NotNil(t, recvEvent(t, stream).GetEndOfSnapshot())
-		return stream
-	}
-	a := open(resource.SharedWatchEvents())
-	b := open(resource.SharedWatchEvents())
-	c := open()
+	a, b := startWatch(t, env.client, req), startWatch(t, env.client, req)
+	requireSnapshot(t, a, 0)
+	requireSnapshot(t, b, 0)
 
-	env.write(t, bar(t, "one", "x"))
-	evA, evB, evC := recvEvent(t, a), recvEvent(t, b), recvEvent(t, c)
-	require.Equal(t, "one", evC.GetUpsert().GetResource().GetId().GetName())
-	assert.Same(t, evA.GetUpsert().GetResource(), evB.GetUpsert().GetResource(), "shared: the same message")
-	assert.NotSame(t, evA.GetUpsert().GetResource(), evC.GetUpsert().GetResource(), "not shared: a copy")
-	assert.True(t, proto.Equal(evA, evC))
+	written := env.write(t, bar(t, "one", "x"))
+	evA, evB := recvEvent(t, a), recvEvent(t, b)
+	assert.Same(t, evA, evB, "one event, handed to both streams")
+	assert.True(t, proto.Equal(written, evA.GetUpsert().GetResource()))
 }

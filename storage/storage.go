@@ -6,11 +6,12 @@
 //
 // # Ownership of messages
 //
-// A Backend never keeps or modifies a message the caller passed in: it
-// copies what it stores. Messages a Backend returns (from Read, List, WriteCAS and watch
-// events) may be shared with the backend and with other callers, so callers
-// must treat them as read-only and clone before changing them
-// (proto.Clone). This keeps reads and watch fan-out free of copies.
+// Backends follow Loom's one rule, "Who may change a message" in the
+// resource package doc: what is stored is immutable. A Backend never keeps
+// or changes a message the caller passed in (it copies what it stores), and
+// what it returns (from Read, List, WriteCAS and watch events) is the
+// stored message itself, shared with the backend and every other caller.
+// This keeps reads and watch fan-out free of copies.
 //
 // # Uids
 //

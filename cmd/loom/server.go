@@ -204,10 +204,10 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 	shuttingDown, beginShutdown := context.WithCancel(context.Background())
 	defer beginShutdown()
 	var unary unaryTracker
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(svc.ServerOptions(),
 		grpc.ChainStreamInterceptor(endStreamsOnShutdown(shuttingDown)),
 		grpc.ChainUnaryInterceptor(unary.intercept),
-	)
+	)...)
 	svc.Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
