@@ -2,7 +2,7 @@
 // of the resources its controllers watch.
 //
 // A Manager owns one Cache. For every watched type it runs one WatchList
-// stream (see Watcher), which fills the cache with the stream's snapshot,
+// stream, which fills the cache with the stream's snapshot (Replace),
 // marks the type primed at EndOfSnapshot, and then applies each change
 // before the change is handed to mappers and work queues. When a stream
 // breaks, the watcher opens a new one and replaces the type's contents with

@@ -14,7 +14,8 @@ const (
 	Deleted
 )
 
-// Event is a change applied to the cache, handed to the Watcher's sink.
+// Event is a change applied to the cache, which the Manager hands to its
+// controllers' filters, work queues and mappers.
 // Resource is the new state (Upserted) or the last known state (Deleted).
 // Old is the copy the cache held before the change (nil when the cache held
 // none, i.e. the resource is new to it); for a Deleted event it is what the

@@ -206,7 +206,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				continue
 			}
 			started[key] = true
-			w := &cache.Watcher{
+			w := &cacheWatcher{
 				Client:   m.client,
 				Cache:    m.cache,
 				Logger:   m.logger.Named("cache"),

@@ -1,4 +1,4 @@
-package cache
+package controller
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -17,13 +18,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Watcher keeps the cache in step with a ResourceService: one WatchList
+// cacheWatcher keeps the Manager's cache in step with a ResourceService: one WatchList
 // stream per type, re-opened whenever it breaks.
-type Watcher struct {
+type cacheWatcher struct {
 	// Client is the ResourceService to watch.
 	Client pbresource.ResourceServiceClient
 	// Cache receives the resources.
-	Cache *Cache
+	Cache *cache.Cache
 	// Logger, if set, logs stream breaks.
 	Logger hclog.Logger
 	// RetryMin and RetryMax bound the backoff between attempts to re-open a
@@ -37,7 +38,7 @@ type Watcher struct {
 // primed. Afterwards every change is applied to the cache and then passed
 // to sink, in stream order, from this goroutine. The type must have been
 // added to the cache. Run returns nil when ctx ends.
-func (w *Watcher) Run(ctx context.Context, typ *pbresource.Type, sink func(Event), primed func()) error {
+func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) error {
 	if !w.Cache.HasType(typ) {
 		return fmt.Errorf("type %s was not added to the cache", resource.TypeString(typ))
 	}
@@ -83,16 +84,9 @@ func (w *Watcher) Run(ctx context.Context, typ *pbresource.Type, sink func(Event
 	}
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
-
 // watchOnce runs one stream to its end. It reports whether the stream got
 // as far as its EndOfSnapshot.
-func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func(Event), primed func()) (bool, error) {
+func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Events are immutable (see the resource package doc): the cache keeps
@@ -128,7 +122,7 @@ func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func
 			if err != nil {
 				return true, err
 			}
-			sink(Event{Kind: Upserted, Resource: res, Old: old})
+			sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
 			if res.GetId() == nil {
@@ -144,7 +138,7 @@ func (w *Watcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func
 				return true, err
 			}
 			if old != nil {
-				sink(Event{Kind: Deleted, Resource: res, Old: old})
+				sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
 			}
 		case *pbresource.WatchEvent_EndOfSnapshot_:
 			if !inSnapshot {
