@@ -23,20 +23,26 @@
 //
 //	owned, err := rt.Cache.List(childType, cache.OwnerIndex, cache.OwnerKey(owner.Id))
 //
-// # Cloning
+// # What the cache keeps, and cloning
+//
+// The cache keeps the resources it is given as they are, copying nothing: a
+// resource stored, sent on a watch or held by the cache is immutable, so the
+// message a watch event delivered is the one the cache holds, shared with
+// whoever else holds it (an in-process server's storage, say). An update
+// stores the new message and drops the old one; nothing in the cache is ever
+// changed in place. Each resource costs the cache one small entry (its place
+// in the ID map and the index buckets) on top of the message itself.
 //
 // The cache clones on read: every resource it returns is the caller's own
 // copy, so a reconciler that changes what it read (a natural thing to do
-// before writing it back) cannot corrupt what other controllers see. Stored
-// resources are never modified; their Type and Tenancy messages are shared
-// between the entries of a type to save memory. Cloning on write instead
-// would still hand every reader the same pointer, so one careless reader
-// would break the rest; the copy on read is the price of that guarantee.
+// before writing it back) cannot corrupt what other controllers see. Cloning
+// on write instead would still hand every reader the same pointer, so one
+// careless reader would break the rest; the copy on read is the price of
+// that guarantee.
 //
 // Hot paths that only read, such as mappers, filters and index scans, can
 // skip the copy: ListReadOnly and ListIDsReadOnly hand out the cache's own
-// stored resources and IDs. What the cache holds is immutable (an update
-// stores a new resource, never changes the old one), so reading them needs
-// no lock; the caller must never change them, and clones one
+// stored resources and IDs. What the cache holds is immutable, so reading
+// them needs no lock; the caller must never change them, and clones one
 // (resource.Clone, resource.CloneID) before changing or keeping it to write.
 package cache

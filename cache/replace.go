@@ -31,7 +31,7 @@ type Event struct {
 // and returns those changes: an Upserted event for every resource that is
 // new or has a new Version, and a Deleted event for every resource that is
 // gone. Readers see the old content or the new, never a mix. The cache keeps
-// the given resources.
+// the given resources as they are (see Upsert).
 func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) ([]Event, error) {
 	tc, err := c.typeCache(typ)
 	if err != nil {
