@@ -71,6 +71,37 @@ func TestCloneCopiesEveryField(t *testing.T) {
 	require.Nil(t, resource.Clone(nil))
 }
 
+// TestCloneIDsAnyReferenceCopyEveryField checks the other copies built on
+// the shared layout (internal/pblayout) the same way.
+func TestCloneIDsAnyReferenceCopyEveryField(t *testing.T) {
+	id := &pbresource.ID{}
+	fill(id.ProtoReflect(), 0)
+	gotID := resource.CloneID(id)
+	require.True(t, proto.Equal(id, gotID), "CloneID lost a field: %v", gotID)
+	require.NotSame(t, id.Type, gotID.Type)
+	require.NotSame(t, id.Tenancy, gotID.Tenancy)
+
+	ids := resource.CloneIDs([]*pbresource.ID{id, nil, {Name: "bare"}})
+	require.True(t, proto.Equal(id, ids[0]), "CloneIDs lost a field: %v", ids[0])
+	require.Nil(t, ids[1])
+	require.Nil(t, ids[2].Type)
+	require.Equal(t, "bare", ids[2].Name)
+
+	a := &anypb.Any{}
+	fill(a.ProtoReflect(), 0)
+	gotAny := resource.CloneAny(a)
+	require.True(t, proto.Equal(a, gotAny), "CloneAny lost a field: %v", gotAny)
+	gotAny.Value[0] = 'Z'
+	require.NotEqual(t, byte('Z'), a.Value[0])
+
+	ref := &pbresource.Reference{}
+	fill(ref.ProtoReflect(), 0)
+	gotRef := resource.CloneReference(ref)
+	require.True(t, proto.Equal(ref, gotRef), "CloneReference lost a field: %v", gotRef)
+	require.NotSame(t, ref.Type, gotRef.Type)
+	require.NotSame(t, ref.Tenancy, gotRef.Tenancy)
+}
+
 // BenchmarkClone copies a resource shaped like what controllers store: an
 // ID, an owner, data, two metadata entries and one status.
 func BenchmarkClone(b *testing.B) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -17,14 +18,18 @@ func cloneType(t *pbresource.Type) *pbresource.Type {
 	if t == nil {
 		return nil
 	}
-	return &pbresource.Type{Group: t.Group, GroupVersion: t.GroupVersion, Kind: t.Kind}
+	out := new(pbresource.Type)
+	pblayout.CopyType(out, t)
+	return out
 }
 
 func cloneTenancy(t *pbresource.Tenancy) *pbresource.Tenancy {
 	if t == nil {
 		return nil
 	}
-	return &pbresource.Tenancy{Partition: t.Partition, Namespace: t.Namespace}
+	out := new(pbresource.Tenancy)
+	pblayout.CopyTenancy(out, t)
+	return out
 }
 
 func cloneResources(rs []*pbresource.Resource) []*pbresource.Resource {
