@@ -16,10 +16,11 @@ const (
 
 // Event is a change applied to the cache, handed to the Watcher's sink.
 // Resource is the new state (Upserted) or the last known state (Deleted).
-// Old is the copy the cache held before the change (nil when the cache held
-// none, i.e. the resource is new to it); for a Deleted event it is what the
-// cache removed. Both are the cache's own copies: read them, never change
-// them. Old costs nothing extra: the cache drops it anyway.
+// Old is the resource the cache held before the change (nil when the cache
+// held none, i.e. the resource is new to it); for a Deleted event it is what
+// the cache removed. Both are the cache's own immutable resources: read
+// them, never change them. Old costs nothing extra: the cache drops it
+// anyway.
 type Event struct {
 	Kind     EventKind
 	Resource *pbresource.Resource
@@ -56,7 +57,7 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		k := idKeyOf(res.Id)
 		seen[k] = struct{}{}
 		if prev, ok := tc.byID.get(k); ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
-			continue // unchanged: keep the stored copy
+			continue // unchanged: keep the stored resource
 		}
 		old, err := tc.upsert(res)
 		if err != nil {
