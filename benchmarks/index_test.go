@@ -125,9 +125,9 @@ func heapInUse() uint64 {
 // BenchmarkW6 is workload W6. Sub-benchmarks:
 //
 //   - insert: ns (wall and CPU) per inserted resource, and the heap the
-//     store adds beyond the objects themselves (B/res-overhead; Loom's is
-//     below zero because the cache points every resource at one shared
-//     Type and Tenancy message, freeing the copies it was given).
+//     store adds beyond the objects themselves (B/res-overhead: both keep
+//     the objects they are given as they are, and add their maps and index
+//     entries).
 //   - list: one owner's children per lookup. Loom returns copies the caller
 //     owns; client-go's ByIndex returns the shared objects (a controller
 //     must not change them), so impl=client-go-deepcopy adds the DeepCopy

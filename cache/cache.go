@@ -146,11 +146,6 @@ type typeCache struct {
 	byID    idMap
 	indexes map[string]*index
 	list    []*index // indexes in definition order, owner first
-
-	// Shared sub-messages: stored resources point at these instead of
-	// their own copies of an identical Type or Tenancy.
-	types     map[string]*pbresource.Type
-	tenancies map[idKey]*pbresource.Tenancy
 }
 
 // entry is one stored resource with the index buckets it sits in. Most
@@ -177,12 +172,10 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 	tc, ok := c.types[key]
 	if !ok {
 		tc = &typeCache{
-			cache:     c,
-			typ:       &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
-			byID:      newIDMap(),
-			indexes:   make(map[string]*index),
-			types:     make(map[string]*pbresource.Type),
-			tenancies: make(map[idKey]*pbresource.Tenancy),
+			cache:   c,
+			typ:     &pbresource.Type{Group: typ.Group, GroupVersion: typ.GroupVersion, Kind: typ.Kind},
+			byID:    newIDMap(),
+			indexes: make(map[string]*index),
 		}
 		tc.addIndex(ownerIndex)
 		c.types[key] = tc
@@ -242,8 +235,9 @@ func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
 	return tc, nil
 }
 
-// Upsert stores res (which the cache keeps: the caller must not change it
-// afterwards) and returns the resource it replaced, if any. An index
+// Upsert stores res as it is, without copying it (res is immutable from then
+// on: neither the caller nor anyone else may change it), and returns the
+// resource it replaced, if any. An index
 // function's error leaves res out of that index (see OnIndexError).
 func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err error) {
 	tc, err := c.typeCache(res.GetId().GetType())
@@ -256,8 +250,9 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 }
 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
-	e := tc.compact(res)
-	k := idKeyOf(e.res.Id)
+	e := &entry{res: res}
+	e.refs = e.inline[:0]
+	k := idKeyOf(res.Id)
 	for _, ix := range tc.list {
 		tc.indexEntry(ix, e)
 	}

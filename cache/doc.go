@@ -30,9 +30,14 @@
 // the edge, when a read hands a resource to a reconciler. Get, List and
 // the other reads clone, so a reconciler that changes what it read (a
 // natural thing to do before writing it back) cannot corrupt what other
-// controllers see. The cache keeps the resources it is given (Upsert,
-// Replace, a watch's events) without changing them; the Type and Tenancy
-// of its entries are shared between the entries of a type to save memory.
+// controllers see.
+//
+// The cache keeps the resources it is given (Upsert, Replace, a watch's
+// events) as they are, copying nothing: the message a watch event delivered
+// is the one the cache holds, shared with whoever else holds it (an
+// in-process server's storage, say). An update stores the new message and
+// drops the old one. Each resource costs the cache one small entry (its
+// place in the ID map and the index buckets) on top of the message itself.
 //
 // Hot paths that only read, such as mappers, filters and index scans, can
 // skip the copy: ListReadOnly and ListIDsReadOnly hand out the cache's own

@@ -17,10 +17,11 @@ const (
 // Event is a change applied to the cache, which the Manager hands to its
 // controllers' filters, work queues and mappers.
 // Resource is the new state (Upserted) or the last known state (Deleted).
-// Old is the copy the cache held before the change (nil when the cache held
-// none, i.e. the resource is new to it); for a Deleted event it is what the
-// cache removed. Both are the cache's own copies: read them, never change
-// them. Old costs nothing extra: the cache drops it anyway.
+// Old is the resource the cache held before the change (nil when the cache
+// held none, i.e. the resource is new to it); for a Deleted event it is what
+// the cache removed. Both are the cache's own immutable resources: read
+// them, never change them. Old costs nothing extra: the cache drops it
+// anyway.
 type Event struct {
 	Kind     EventKind
 	Resource *pbresource.Resource
@@ -32,7 +33,7 @@ type Event struct {
 // and returns those changes: an Upserted event for every resource that is
 // new or has a new Version, and a Deleted event for every resource that is
 // gone. Readers see the old content or the new, never a mix. The cache keeps
-// the given resources.
+// the given resources as they are (see Upsert).
 func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) ([]Event, error) {
 	tc, err := c.typeCache(typ)
 	if err != nil {
@@ -57,7 +58,7 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		k := idKeyOf(res.Id)
 		seen[k] = struct{}{}
 		if prev, ok := tc.byID.get(k); ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
-			continue // unchanged: keep the stored copy
+			continue // unchanged: keep the stored resource
 		}
 		old, err := tc.upsert(res)
 		if err != nil {

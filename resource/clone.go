@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 
+	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -11,48 +12,34 @@ import (
 
 // The copies below are written out field by field: they cost a fraction of
 // proto.Clone, which matters on the read paths that copy every resource they
-// hand out. clone_test.go fills every field of every message by reflection
-// and compares with proto.Clone, so a field added to resource.proto and
-// forgotten here fails the tests.
-
-// resourceBlock holds the fixed-size messages of one copied resource, so a
-// copy costs one allocation for all of them instead of one each. The
-// messages are built in place, never copied by value.
-type resourceBlock struct {
-	res          pbresource.Resource
-	id           pbresource.ID
-	idType       pbresource.Type
-	idTenancy    pbresource.Tenancy
-	owner        pbresource.ID
-	ownerType    pbresource.Type
-	ownerTenancy pbresource.Tenancy
-	data         anypb.Any
-}
+// hand out. The fields of a Resource, its IDs, Types, Tenancies and Data
+// come from internal/pblayout, the one description of that layout (which
+// the etcd backend's decoder shares, and whose test checks it against the
+// generated descriptors); the statuses are copied here alone. clone_test.go
+// fills every field of every message by reflection and compares with
+// proto.Clone, so a field added to resource.proto and forgotten fails the
+// tests.
 
 // Clone returns a deep copy of res.
 func Clone(res *pbresource.Resource) *pbresource.Resource {
 	if res == nil {
 		return nil
 	}
-	b := new(resourceBlock)
-	out := &b.res
-	out.Version = res.Version
-	out.Generation = res.Generation
+	b := new(pblayout.Block)
+	out := &b.Resource
+	src, dst := pblayout.ResourceStrings(res), pblayout.ResourceStrings(out)
+	pblayout.CopyStrings(dst[:], src[:])
 	if id := res.Id; id != nil {
-		out.Id = &b.id
-		copyID(out.Id, &b.idType, &b.idTenancy, id)
+		b.SetID().CopyID(id)
 	}
 	if owner := res.Owner; owner != nil {
-		out.Owner = &b.owner
-		copyID(out.Owner, &b.ownerType, &b.ownerTenancy, owner)
+		b.SetOwner().CopyID(owner)
 	}
 	if res.Metadata != nil {
 		out.Metadata = maps.Clone(res.Metadata)
 	}
 	if d := res.Data; d != nil {
-		out.Data = &b.data
-		out.Data.TypeUrl = d.TypeUrl
-		out.Data.Value = bytes.Clone(d.Value)
+		copyAny(b.SetData(), d)
 	}
 	if res.Status != nil {
 		out.Status = make(map[string]*pbresource.Status, len(res.Status))
@@ -63,26 +50,11 @@ func Clone(res *pbresource.Resource) *pbresource.Resource {
 	return out
 }
 
-// copyID fills dst (with typ and ten as its Type and Tenancy, when src has
-// them) from src.
-func copyID(dst *pbresource.ID, typ *pbresource.Type, ten *pbresource.Tenancy, src *pbresource.ID) {
-	dst.Uid = src.Uid
-	dst.Name = src.Name
-	if t := src.Type; t != nil {
-		typ.Group, typ.GroupVersion, typ.Kind = t.Group, t.GroupVersion, t.Kind
-		dst.Type = typ
-	}
-	if t := src.Tenancy; t != nil {
-		ten.Partition, ten.Namespace = t.Partition, t.Namespace
-		dst.Tenancy = ten
-	}
-}
-
-// idBlock is resourceBlock's counterpart for a lone ID.
-type idBlock struct {
-	id      pbresource.ID
-	typ     pbresource.Type
-	tenancy pbresource.Tenancy
+// copyAny makes dst a deep copy of src.
+func copyAny(dst, src *anypb.Any) {
+	s, d := pblayout.AnyStrings(src), pblayout.AnyStrings(dst)
+	pblayout.CopyStrings(d[:], s[:])
+	dst.Value = bytes.Clone(src.Value)
 }
 
 // CloneID returns a deep copy of id.
@@ -90,9 +62,7 @@ func CloneID(id *pbresource.ID) *pbresource.ID {
 	if id == nil {
 		return nil
 	}
-	b := new(idBlock)
-	copyID(&b.id, &b.typ, &b.tenancy, id)
-	return &b.id
+	return new(pblayout.IDBlock).CopyID(id)
 }
 
 // CloneStatus returns a deep copy of s.
@@ -134,21 +104,20 @@ func CloneAny(a *anypb.Any) *anypb.Any {
 	if a == nil {
 		return nil
 	}
-	return &anypb.Any{TypeUrl: a.TypeUrl, Value: bytes.Clone(a.Value)}
+	out := new(anypb.Any)
+	copyAny(out, a)
+	return out
 }
 
 // CloneIDs returns deep copies of ids, made with one allocation for all of
 // them (the copies stay alive together).
 func CloneIDs(ids []*pbresource.ID) []*pbresource.ID {
-	blocks := make([]idBlock, len(ids))
+	blocks := make([]pblayout.IDBlock, len(ids))
 	out := make([]*pbresource.ID, len(ids))
 	for i, id := range ids {
-		if id == nil {
-			continue
+		if id != nil {
+			out[i] = blocks[i].CopyID(id)
 		}
-		b := &blocks[i]
-		copyID(&b.id, &b.typ, &b.tenancy, id)
-		out[i] = &b.id
 	}
 	return out
 }

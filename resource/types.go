@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -90,14 +91,18 @@ func cloneType(t *pbresource.Type) *pbresource.Type {
 	if t == nil {
 		return nil
 	}
-	return &pbresource.Type{Group: t.Group, GroupVersion: t.GroupVersion, Kind: t.Kind}
+	out := new(pbresource.Type)
+	pblayout.CopyType(out, t)
+	return out
 }
 
 func cloneTenancy(t *pbresource.Tenancy) *pbresource.Tenancy {
 	if t == nil {
 		return nil
 	}
-	return &pbresource.Tenancy{Partition: t.Partition, Namespace: t.Namespace}
+	out := new(pbresource.Tenancy)
+	pblayout.CopyTenancy(out, t)
+	return out
 }
 
 // TypeString renders t as "group.version.kind", e.g. "foo.v1.Bar".

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -17,20 +18,16 @@ import (
 // hand instead, into one block of messages and one string that all its
 // string fields share, and hands anything unusual to the generic decoder,
 // so its results are always the generic decoder's (codec_test.go checks
-// that, with a fuzz test).
+// that, with a fuzz test). The field numbers, the Go fields they fill and
+// the block come from internal/pblayout, the one description of that layout
+// (resource.Clone shares it). Only the decoding changes here, never the
+// encoding: what etcd holds is the standard protobuf encoding of a Resource
+// (backend.go's marshalOptions), so data stored by any version decodes.
 
-// decodedBlock holds the fixed-size messages of one decoded resource, so
-// they cost one allocation.
-type decodedBlock struct {
-	res          pbresource.Resource
-	id           pbresource.ID
-	idType       pbresource.Type
-	idTenancy    pbresource.Tenancy
-	owner        pbresource.ID
-	ownerType    pbresource.Type
-	ownerTenancy pbresource.Tenancy
-	data         anypb.Any
-}
+// maxField is the highest field number the decoder's seen-bitmasks track: a
+// message with a higher one (from a newer resource.proto) takes the generic
+// decoder.
+const maxField = 7
 
 // unmarshalResource decodes a stored resource. The result's Data.Value
 // shares b's memory; b must not change afterwards.
@@ -103,9 +100,10 @@ func (r *fieldReader) sub() (fieldReader, bool) {
 // fastUnmarshal decodes b when it holds only what the backend writes,
 // once each; ok is false otherwise, and the caller uses proto.Unmarshal.
 func fastUnmarshal(b []byte) (*pbresource.Resource, bool) {
-	blk := new(decodedBlock)
+	blk := new(pblayout.Block)
 	r := fieldReader{s: string(b), buf: b}
-	res := &blk.res
+	res := &blk.Resource
+	strs := pblayout.ResourceStrings(res)
 	var seen uint8
 	for {
 		num, typ, more, bad := r.next()
@@ -115,10 +113,10 @@ func fastUnmarshal(b []byte) (*pbresource.Resource, bool) {
 		if !more {
 			return res, true
 		}
-		if num < 1 || num > 7 || typ != protowire.BytesType {
+		if num < 1 || num > maxField || typ != protowire.BytesType {
 			return nil, false
 		}
-		if num != 5 && num != 6 {
+		if num != pblayout.ResourceMetadata && num != pblayout.ResourceStatus {
 			// Singular fields appear once in what the backend writes.
 			if seen&(1<<num) != 0 {
 				return nil, false
@@ -127,23 +125,18 @@ func fastUnmarshal(b []byte) (*pbresource.Resource, bool) {
 		}
 		var ok bool
 		switch num {
-		case 1:
-			res.Id = &blk.id
-			ok = readID(&r, res.Id, &blk.idType, &blk.idTenancy)
-		case 2:
-			res.Owner = &blk.owner
-			ok = readID(&r, res.Owner, &blk.ownerType, &blk.ownerTenancy)
-		case 3:
-			res.Version, ok = r.str()
-		case 4:
-			res.Generation, ok = r.str()
-		case 5:
+		case pblayout.ResourceID:
+			ok = readID(&r, blk.SetID())
+		case pblayout.ResourceOwner:
+			ok = readID(&r, blk.SetOwner())
+		case pblayout.ResourceMetadata:
 			ok = readMetadata(&r, res)
-		case 6:
+		case pblayout.ResourceStatus:
 			ok = readStatus(&r, res)
-		case 7:
-			res.Data = &blk.data
-			ok = readAny(&r, res.Data)
+		case pblayout.ResourceData:
+			ok = readAny(&r, blk.SetData())
+		default:
+			ok = readString(&r, strs[:], num)
 		}
 		if !ok {
 			return nil, false
@@ -151,11 +144,23 @@ func fastUnmarshal(b []byte) (*pbresource.Resource, bool) {
 	}
 }
 
-func readID(parent *fieldReader, id *pbresource.ID, typ *pbresource.Type, ten *pbresource.Tenancy) bool {
+// readString reads string field num into its entry of strs (a pblayout
+// table); a number the table lacks is not a string field.
+func readString(r *fieldReader, strs []*string, num protowire.Number) bool {
+	if int(num) >= len(strs) || strs[num] == nil {
+		return false
+	}
+	var ok bool
+	*strs[num], ok = r.str()
+	return ok
+}
+
+func readID(parent *fieldReader, blk *pblayout.IDBlock) bool {
 	r, ok := parent.sub()
 	if !ok {
 		return false
 	}
+	strs := pblayout.IDStrings(&blk.ID)
 	var seen uint8
 	for {
 		num, wt, more, bad := r.next()
@@ -165,21 +170,19 @@ func readID(parent *fieldReader, id *pbresource.ID, typ *pbresource.Type, ten *p
 		if !more {
 			return true
 		}
-		if num < 1 || num > 4 || wt != protowire.BytesType || seen&(1<<num) != 0 {
+		if num < 1 || num > maxField || wt != protowire.BytesType || seen&(1<<num) != 0 {
 			return false
 		}
 		seen |= 1 << num
 		switch num {
-		case 1:
-			id.Uid, ok = r.str()
-		case 2:
-			id.Name, ok = r.str()
-		case 3:
-			id.Type = typ
-			ok = readStrings(&r, &typ.Group, &typ.GroupVersion, &typ.Kind)
-		case 4:
-			id.Tenancy = ten
-			ok = readStrings(&r, &ten.Partition, &ten.Namespace, nil)
+		case pblayout.IDType:
+			t := pblayout.TypeStrings(blk.SetType())
+			ok = readStrings(&r, t[:])
+		case pblayout.IDTenancy:
+			t := pblayout.TenancyStrings(blk.SetTenancy())
+			ok = readStrings(&r, t[:])
+		default:
+			ok = readString(&r, strs[:], num)
 		}
 		if !ok {
 			return false
@@ -187,14 +190,13 @@ func readID(parent *fieldReader, id *pbresource.ID, typ *pbresource.Type, ten *p
 	}
 }
 
-// readStrings reads a message of up to three string fields (numbers 1 to 3)
-// into f1, f2, f3 (nil: the field must not be there).
-func readStrings(parent *fieldReader, f1, f2, f3 *string) bool {
+// readStrings reads a message of string fields into strs (a pblayout
+// table).
+func readStrings(parent *fieldReader, strs []*string) bool {
 	r, ok := parent.sub()
 	if !ok {
 		return false
 	}
-	fields := [4]*string{nil, f1, f2, f3}
 	var seen uint8
 	for {
 		num, wt, more, bad := r.next()
@@ -204,11 +206,11 @@ func readStrings(parent *fieldReader, f1, f2, f3 *string) bool {
 		if !more {
 			return true
 		}
-		if num < 1 || num > 3 || fields[num] == nil || wt != protowire.BytesType || seen&(1<<num) != 0 {
+		if num < 1 || num > maxField || wt != protowire.BytesType || seen&(1<<num) != 0 {
 			return false
 		}
 		seen |= 1 << num
-		if *fields[num], ok = r.str(); !ok {
+		if !readString(&r, strs, num) {
 			return false
 		}
 	}
@@ -230,11 +232,11 @@ func readMetadata(parent *fieldReader, res *pbresource.Resource) bool {
 		if !more {
 			break
 		}
-		if num < 1 || num > 2 || wt != protowire.BytesType || seen&(1<<num) != 0 {
+		if (num != pblayout.MapKey && num != pblayout.MapValue) || wt != protowire.BytesType || seen&(1<<num) != 0 {
 			return false
 		}
 		seen |= 1 << num
-		if num == 1 {
+		if num == pblayout.MapKey {
 			k, ok = r.str()
 		} else {
 			v, ok = r.str()
@@ -268,11 +270,11 @@ func readStatus(parent *fieldReader, res *pbresource.Resource) bool {
 		if !more {
 			break
 		}
-		if num < 1 || num > 2 || wt != protowire.BytesType || seen&(1<<num) != 0 {
+		if (num != pblayout.MapKey && num != pblayout.MapValue) || wt != protowire.BytesType || seen&(1<<num) != 0 {
 			return false
 		}
 		seen |= 1 << num
-		if num == 1 {
+		if num == pblayout.MapKey {
 			if k, ok = r.str(); !ok {
 				return false
 			}
@@ -302,6 +304,7 @@ func readAny(parent *fieldReader, a *anypb.Any) bool {
 	if !ok {
 		return false
 	}
+	strs := pblayout.AnyStrings(a)
 	var seen uint8
 	for {
 		num, wt, more, bad := r.next()
@@ -311,12 +314,12 @@ func readAny(parent *fieldReader, a *anypb.Any) bool {
 		if !more {
 			return true
 		}
-		if num < 1 || num > 2 || wt != protowire.BytesType || seen&(1<<num) != 0 {
+		if num < 1 || num > maxField || wt != protowire.BytesType || seen&(1<<num) != 0 {
 			return false
 		}
 		seen |= 1 << num
-		if num == 1 {
-			if a.TypeUrl, ok = r.str(); !ok {
+		if num != pblayout.AnyValue {
+			if !readString(&r, strs[:], num) {
 				return false
 			}
 			continue

@@ -1,0 +1,143 @@
+// Package pblayout is the one hand-written description of resource.proto's
+// layout, shared by the fast paths that build resources without the generic
+// protobuf machinery: resource.Clone and the etcd backend's decoder. It
+// gives the number of every message field, the Go field behind every string
+// field, and the Block that the fixed-size messages of one resource are
+// allocated in together. layout_test.go checks it against the generated
+// descriptors, so a field added to resource.proto fails the tests until it
+// is described here.
+package pblayout
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// Numbers of the fields that are not strings (the string fields are in the
+// tables below).
+const (
+	ResourceID       protowire.Number = 1 // ID
+	ResourceOwner    protowire.Number = 2 // ID
+	ResourceMetadata protowire.Number = 5 // map<string, string>
+	ResourceStatus   protowire.Number = 6 // map<string, Status>
+	ResourceData     protowire.Number = 7 // google.protobuf.Any
+	IDType           protowire.Number = 3 // Type
+	IDTenancy        protowire.Number = 4 // Tenancy
+	AnyValue         protowire.Number = 2 // bytes
+	MapKey           protowire.Number = 1 // of every map entry
+	MapValue         protowire.Number = 2 // of every map entry
+)
+
+// The string fields of each message, indexed by field number (nil where the
+// number is not a string field of the message).
+
+// ResourceStrings returns r's string fields by number.
+func ResourceStrings(r *pbresource.Resource) [5]*string {
+	return [5]*string{3: &r.Version, 4: &r.Generation}
+}
+
+// IDStrings returns id's string fields by number.
+func IDStrings(id *pbresource.ID) [3]*string {
+	return [3]*string{1: &id.Uid, 2: &id.Name}
+}
+
+// TypeStrings returns t's string fields by number.
+func TypeStrings(t *pbresource.Type) [4]*string {
+	return [4]*string{1: &t.Group, 2: &t.GroupVersion, 3: &t.Kind}
+}
+
+// TenancyStrings returns t's string fields by number.
+func TenancyStrings(t *pbresource.Tenancy) [3]*string {
+	return [3]*string{1: &t.Partition, 2: &t.Namespace}
+}
+
+// AnyStrings returns a's string fields by number.
+func AnyStrings(a *anypb.Any) [2]*string {
+	return [2]*string{1: &a.TypeUrl}
+}
+
+// CopyStrings copies every string src points at to where dst's entry of the
+// same number points; both come from the same table function.
+func CopyStrings(dst, src []*string) {
+	for i, p := range src {
+		if p != nil {
+			*dst[i] = *p
+		}
+	}
+}
+
+// Block holds the fixed-size messages of one resource, so that building a
+// resource costs one allocation for all of them. Its messages are used in
+// place (Resource.Id pointing at ID.ID, and so on), never copied by value.
+type Block struct {
+	Resource pbresource.Resource
+	ID       IDBlock
+	Owner    IDBlock
+	Data     anypb.Any
+}
+
+// IDBlock holds an ID with its Type and Tenancy.
+type IDBlock struct {
+	ID      pbresource.ID
+	Type    pbresource.Type
+	Tenancy pbresource.Tenancy
+}
+
+// SetID points the resource's Id at the block's and returns its IDBlock.
+func (b *Block) SetID() *IDBlock {
+	b.Resource.Id = &b.ID.ID
+	return &b.ID
+}
+
+// SetOwner points the resource's Owner at the block's and returns its
+// IDBlock.
+func (b *Block) SetOwner() *IDBlock {
+	b.Resource.Owner = &b.Owner.ID
+	return &b.Owner
+}
+
+// SetData points the resource's Data at the block's and returns it.
+func (b *Block) SetData() *anypb.Any {
+	b.Resource.Data = &b.Data
+	return &b.Data
+}
+
+// SetType points the ID's Type at the block's and returns it.
+func (b *IDBlock) SetType() *pbresource.Type {
+	b.ID.Type = &b.Type
+	return &b.Type
+}
+
+// SetTenancy points the ID's Tenancy at the block's and returns it.
+func (b *IDBlock) SetTenancy() *pbresource.Tenancy {
+	b.ID.Tenancy = &b.Tenancy
+	return &b.Tenancy
+}
+
+// CopyID makes the block's ID a deep copy of src and returns it.
+func (b *IDBlock) CopyID(src *pbresource.ID) *pbresource.ID {
+	s := IDStrings(src)
+	d := IDStrings(&b.ID)
+	CopyStrings(d[:], s[:])
+	if t := src.Type; t != nil {
+		CopyType(b.SetType(), t)
+	}
+	if t := src.Tenancy; t != nil {
+		CopyTenancy(b.SetTenancy(), t)
+	}
+	return &b.ID
+}
+
+// CopyType sets dst's fields to src's.
+func CopyType(dst, src *pbresource.Type) {
+	s, d := TypeStrings(src), TypeStrings(dst)
+	CopyStrings(d[:], s[:])
+}
+
+// CopyTenancy sets dst's fields to src's.
+func CopyTenancy(dst, src *pbresource.Tenancy) {
+	s, d := TenancyStrings(src), TenancyStrings(dst)
+	CopyStrings(d[:], s[:])
+}
