@@ -3,6 +3,7 @@ package resource
 import (
 	"bytes"
 	"maps"
+	"reflect"
 
 	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -48,6 +49,65 @@ func Clone(res *pbresource.Resource) *pbresource.Resource {
 		}
 	}
 	return out
+}
+
+// CloneSharing returns a copy of res that shares with prev every part res
+// shares with it: the same ID, owner, data, metadata map or status
+// messages. The rest is copied deeply, as by Clone. prev must be immutable
+// (a stored message, see the package doc), so sharing its parts is safe;
+// a read-modify-write that took parts of a stored resource over unchanged
+// then costs no copy of them. A nil prev makes it Clone.
+func CloneSharing(res, prev *pbresource.Resource) *pbresource.Resource {
+	if prev == nil || res == nil {
+		return Clone(res)
+	}
+	b := new(pblayout.Block)
+	out := &b.Resource
+	src, dst := pblayout.ResourceStrings(res), pblayout.ResourceStrings(out)
+	pblayout.CopyStrings(dst[:], src[:])
+	switch id := res.Id; {
+	case id == prev.Id:
+		out.Id = id
+	case id != nil:
+		b.SetID().CopyID(id)
+	}
+	switch owner := res.Owner; {
+	case owner == prev.Owner:
+		out.Owner = owner
+	case owner != nil:
+		b.SetOwner().CopyID(owner)
+	}
+	switch {
+	case sameMap(res.Metadata, prev.Metadata):
+		out.Metadata = res.Metadata
+	case res.Metadata != nil:
+		out.Metadata = maps.Clone(res.Metadata)
+	}
+	switch d := res.Data; {
+	case d == prev.Data:
+		out.Data = d
+	case d != nil:
+		copyAny(b.SetData(), d)
+	}
+	switch {
+	case sameMap(res.Status, prev.Status):
+		out.Status = res.Status
+	case res.Status != nil:
+		out.Status = make(map[string]*pbresource.Status, len(res.Status))
+		for k, v := range res.Status {
+			if pv, ok := prev.Status[k]; ok && pv == v {
+				out.Status[k] = v
+			} else {
+				out.Status[k] = CloneStatus(v)
+			}
+		}
+	}
+	return out
+}
+
+// sameMap reports whether a and b are the same map (not merely equal ones).
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // copyAny makes dst a deep copy of src.

@@ -124,3 +124,57 @@ func BenchmarkClone(b *testing.B) {
 		_ = resource.Clone(res)
 	}
 }
+
+func TestCloneSharingSharesOnlyWhatPrevHolds(t *testing.T) {
+	filled := func() *pbresource.Resource {
+		res := &pbresource.Resource{}
+		fill(res.ProtoReflect(), 0)
+		return res
+	}
+	prev := filled()
+	prev.Status["other"] = resource.CloneStatus(prev.Status["k"])
+	require.Len(t, prev.Status, 2)
+
+	// A status write built on prev: its parts, one status replaced.
+	res := &pbresource.Resource{
+		Id: prev.Id, Owner: prev.Owner, Version: prev.Version, Generation: prev.Generation,
+		Metadata: prev.Metadata, Data: prev.Data, Status: map[string]*pbresource.Status{},
+	}
+	var kept, replaced string
+	for k, v := range prev.Status {
+		if kept == "" {
+			kept, res.Status[k] = k, v
+			continue
+		}
+		replaced = k
+		res.Status[k] = resource.CloneStatus(v)
+		res.Status[k].ObservedGeneration = "changed"
+	}
+	require.NotEmpty(t, replaced)
+
+	out := resource.CloneSharing(res, prev)
+	require.True(t, proto.Equal(res, out))
+	require.Same(t, prev.Id, out.Id)
+	require.Same(t, prev.Owner, out.Owner)
+	require.Same(t, prev.Data, out.Data)
+	require.Same(t, prev.Status[kept], out.Status[kept])
+	require.NotSame(t, res.Status[replaced], out.Status[replaced])
+
+	// What was not prev's is copied: changing res now leaves out alone.
+	snapshot := proto.Clone(out)
+	res.Status[replaced].ObservedGeneration = "scribbled"
+	res.Version = "scribbled"
+	require.True(t, proto.Equal(snapshot, out))
+
+	// Nothing shared with an unrelated prev, or without one.
+	fresh := filled()
+	noPrev := resource.CloneSharing(fresh, nil)
+	require.True(t, proto.Equal(fresh, noPrev))
+	require.NotSame(t, fresh.Id, noPrev.Id)
+	c := resource.CloneSharing(fresh, prev)
+	require.True(t, proto.Equal(fresh, c))
+	require.NotSame(t, fresh.Id, c.Id)
+	require.NotSame(t, fresh.Data, c.Data)
+	fresh.Metadata["x"] = "scribbled"
+	require.NotContains(t, c.Metadata, "x")
+}

@@ -9,8 +9,10 @@
 // update the indexes and hand the change to every matching watch while still
 // holding the lock, so each watch sees changes in commit order. Reads share
 // the lock and return the stored messages themselves, without copying: per
-// the storage package's ownership rule, what a Backend returns is read-only.
-// A write copies its input once (resource.Clone) and stores that copy.
+// the ownership rule (see the resource package doc), what a Backend returns
+// is read-only. A write copies its input once and stores that copy, sharing
+// what the input took over unchanged from the resource it replaces
+// (resource.CloneSharing): a status write copies the new status only.
 //
 // Resources are indexed by type (Group and Kind), then by partition,
 // namespace and name. Each type keeps its keys in a sorted slice for List;
@@ -200,8 +202,12 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	typ := storage.UnversionedTypeFrom(res.Id.Type)
 	key := keyOf(res.Id)
 
-	// Copy outside the lock, so concurrent writers copy in parallel.
-	stored := resource.Clone(res)
+	// Copy outside the lock, so concurrent writers copy in parallel. What
+	// res took over from the stored resource it replaces (a status write
+	// keeps the ID, data, metadata and other statuses) is immutable and
+	// shared, not copied; a stored resource that changed meanwhile only
+	// makes the copy share less, and the version check below refuses it.
+	stored := resource.CloneSharing(res, b.current(typ, key))
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -229,6 +235,18 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 
 	b.store(ti, typ, key, e, stored)
 	return stored, nil
+}
+
+// current returns the resource stored under key, or nil.
+func (b *Backend) current(typ storage.UnversionedType, key rkey) *pbresource.Resource {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if ti := b.types[typ]; ti != nil {
+		if e := ti.byKey[key]; e != nil {
+			return e.res
+		}
+	}
+	return nil
 }
 
 // exists reports whether a resource is stored under id, with id.Uid if that
