@@ -260,6 +260,7 @@ func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, err
 	if prev := tc.byID.swap(k, e); prev != nil {
 		old = prev.res
 		removeEntry(prev)
+		inheritDecoded(e, prev)
 	}
 	return old, nil
 }

@@ -1,11 +1,13 @@
 package cache
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Typed reads: the resources of a lookup with their Data decoded as T.
@@ -26,8 +28,43 @@ import (
 // fall back to its methods and decode on every read.
 
 // decodedSlot holds an entry's decoded resource: v is a
-// *resource.Decoded[T] for the T it was first read as.
-type decodedSlot struct{ v any }
+// *resource.Decoded[T] for the T it was first read as, and box the
+// allocation that holds both.
+type decodedSlot struct {
+	v   any
+	box rebinder
+}
+
+// rebinder makes the slot of a new entry whose Data is the same as its own.
+type rebinder interface {
+	rebind(res *pbresource.Resource) *decodedSlot
+}
+
+func (b *decodedBox[T]) rebind(res *pbresource.Resource) *decodedSlot {
+	nb := &decodedBox[T]{d: resource.Decoded[T]{Resource: res, Data: b.d.Data}}
+	nb.slot = decodedSlot{v: &nb.d, box: nb}
+	return &nb.slot
+}
+
+// inheritDecoded gives e, the entry replacing prev, prev's decoded Data
+// when both hold the same Data (a status write changes no data): the
+// decoded message is immutable, so the new entry shares it instead of
+// decoding the same bytes again.
+func inheritDecoded(e, prev *entry) {
+	s := prev.decoded.Load()
+	if s == nil || !sameData(e.res.Data, prev.res.Data) {
+		return
+	}
+	e.decoded.CompareAndSwap(nil, s.box.rebind(e.res))
+}
+
+// sameData reports whether a and b hold the same message bytes.
+func sameData(a, b *anypb.Any) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return a == b || (a.TypeUrl == b.TypeUrl && bytes.Equal(a.Value, b.Value))
+}
 
 // decodedBox puts the slot and the decoded resource it points at in one
 // allocation.
@@ -54,7 +91,7 @@ func decodedOf[T proto.Message](e *entry) (*resource.Decoded[T], error) {
 		// Read as another message type before: keep that one cached.
 		return &box.d, nil
 	}
-	box.slot.v = &box.d
+	box.slot = decodedSlot{v: &box.d, box: box}
 	if !e.decoded.CompareAndSwap(nil, &box.slot) {
 		// A concurrent read cached it first: share the winner's.
 		if d, ok := e.decoded.Load().v.(*resource.Decoded[T]); ok {

@@ -149,6 +149,41 @@ func TestDecodedReadOnlyIsDecodedOnce(t *testing.T) {
 	assert.Zero(t, allocs, "a read-only read of a decoded resource allocates nothing")
 }
 
+// TestDecodedSurvivesUpdatesOfOtherFields checks that a new version of a
+// resource whose Data did not change (a status write, say) shares the
+// decoded message of the version it replaces, while new Data is decoded
+// afresh.
+func TestDecodedSurvivesUpdatesOfOtherFields(t *testing.T) {
+	c := newCache(t)
+	low := id(albumType, "low")
+	v1 := withData(t, res(albumType, "low", "1", nil, nil), "low-data")
+	_, err := c.Upsert(v1)
+	require.NoError(t, err)
+	first, err := cache.GetDecodedByIDReadOnly[*pbresource.Tenancy](c, low)
+	require.NoError(t, err)
+
+	// Same Data message, as the in-memory store shares it; then equal bytes
+	// in a new message, as a gRPC stream decodes them.
+	v2 := res(albumType, "low", "2", nil, map[string]string{"k": "v"})
+	v2.Data = v1.Data
+	v3 := res(albumType, "low", "3", nil, nil)
+	v3.Data = &anypb.Any{TypeUrl: v1.Data.TypeUrl, Value: append([]byte(nil), v1.Data.Value...)}
+	for _, next := range []*pbresource.Resource{v2, v3} {
+		_, err = c.Upsert(next)
+		require.NoError(t, err)
+		got, err := cache.GetDecodedByIDReadOnly[*pbresource.Tenancy](c, low)
+		require.NoError(t, err)
+		assert.Same(t, first.Data, got.Data, "version %s decoded the same data again", next.Version)
+		assert.Same(t, next, got.Resource, "the decoded form points at the new version")
+	}
+
+	_, err = c.Upsert(withData(t, res(albumType, "low", "4", nil, nil), "new-data"))
+	require.NoError(t, err)
+	got, err := cache.GetDecodedByIDReadOnly[*pbresource.Tenancy](c, low)
+	require.NoError(t, err)
+	assert.Equal(t, "new-data", got.Data.Partition)
+}
+
 func TestDecodedReadOfAnotherMessage(t *testing.T) {
 	c := newCache(t)
 	_, err := c.Upsert(withData(t, res(albumType, "low", "1", nil, nil), "low-data"))
