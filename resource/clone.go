@@ -125,20 +125,34 @@ func CloneID(id *pbresource.ID) *pbresource.ID {
 	return new(pblayout.IDBlock).CopyID(id)
 }
 
+// statusBlock holds a copied Status with its UpdatedAt, in one allocation.
+type statusBlock struct {
+	st pbresource.Status
+	ts timestamppb.Timestamp
+}
+
 // CloneStatus returns a deep copy of s.
 func CloneStatus(s *pbresource.Status) *pbresource.Status {
 	if s == nil {
 		return nil
 	}
-	out := &pbresource.Status{ObservedGeneration: s.ObservedGeneration}
+	b := new(statusBlock)
+	out := &b.st
+	out.ObservedGeneration = s.ObservedGeneration
 	if s.Conditions != nil {
+		// The conditions in one array, their pointers in another.
+		conds := make([]pbresource.Condition, len(s.Conditions))
 		out.Conditions = make([]*pbresource.Condition, len(s.Conditions))
 		for i, c := range s.Conditions {
-			out.Conditions[i] = CloneCondition(c)
+			if c != nil {
+				copyCondition(&conds[i], c)
+				out.Conditions[i] = &conds[i]
+			}
 		}
 	}
 	if s.UpdatedAt != nil {
-		out.UpdatedAt = &timestamppb.Timestamp{Seconds: s.UpdatedAt.Seconds, Nanos: s.UpdatedAt.Nanos}
+		b.ts.Seconds, b.ts.Nanos = s.UpdatedAt.Seconds, s.UpdatedAt.Nanos
+		out.UpdatedAt = &b.ts
 	}
 	return out
 }
@@ -148,7 +162,15 @@ func CloneCondition(c *pbresource.Condition) *pbresource.Condition {
 	if c == nil {
 		return nil
 	}
-	return &pbresource.Condition{Type: c.Type, State: c.State, Reason: c.Reason, Message: c.Message, Resource: CloneReference(c.Resource)}
+	out := new(pbresource.Condition)
+	copyCondition(out, c)
+	return out
+}
+
+// copyCondition makes dst a deep copy of src.
+func copyCondition(dst, src *pbresource.Condition) {
+	dst.Type, dst.State, dst.Reason, dst.Message = src.Type, src.State, src.Reason, src.Message
+	dst.Resource = CloneReference(src.Resource)
 }
 
 // CloneReference returns a deep copy of r.

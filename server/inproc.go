@@ -48,6 +48,11 @@ var _ pbresource.ResourceServiceClient = (*inprocClient)(nil)
 // metadata the server sees.
 func serverContext(ctx context.Context) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
+	if len(md) == 0 {
+		if _, ok := metadata.FromIncomingContext(ctx); !ok {
+			return ctx // nothing to hand over, nothing to hide: no new context
+		}
+	}
 	return metadata.NewIncomingContext(ctx, md)
 }
 

@@ -181,15 +181,16 @@ func checkStatus(st *pbresource.Status) error {
 		return invalidField("status.observed_generation", "%s is not a ULID", resource.Quote(st.ObservedGeneration))
 	}
 	for i, c := range st.Conditions {
-		path := fmt.Sprintf("status.conditions[%d]", i)
+		// The path is built only for an error: this runs on every status write.
+		path := func() string { return fmt.Sprintf("status.conditions[%d]", i) }
 		if c == nil {
-			return invalidArgument(resource.ErrInvalidField{Name: path, Wrapped: resource.ErrMissing})
+			return invalidArgument(resource.ErrInvalidField{Name: path(), Wrapped: resource.ErrMissing})
 		}
 		if c.Type == "" {
-			return invalidArgument(resource.ErrInvalidField{Name: path + ".type", Wrapped: resource.ErrMissing})
+			return invalidArgument(resource.ErrInvalidField{Name: path() + ".type", Wrapped: resource.ErrMissing})
 		}
 		if c.Resource != nil {
-			if err := checkReference(path+".resource", c.Resource); err != nil {
+			if err := checkReference(path()+".resource", c.Resource); err != nil {
 				return err
 			}
 		}

@@ -210,16 +210,34 @@ func (q *Queue[T]) Next(ctx context.Context) (T, error) {
 	}
 }
 
+// upsertEvent and deleteEvent hold the three messages of an event, so that
+// making one costs one allocation instead of three.
+type upsertEvent struct {
+	ev     pbresource.WatchEvent
+	oneof  pbresource.WatchEvent_Upsert_
+	upsert pbresource.WatchEvent_Upsert
+}
+
+type deleteEvent struct {
+	ev     pbresource.WatchEvent
+	oneof  pbresource.WatchEvent_Delete_
+	delete pbresource.WatchEvent_Delete
+}
+
 // NewEvent returns an Upsert event for res, or a Delete event when deleted.
 func NewEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
 	if deleted {
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{
-			Delete: &pbresource.WatchEvent_Delete{Resource: res},
-		}}
+		b := new(deleteEvent)
+		b.delete.Resource = res
+		b.oneof.Delete = &b.delete
+		b.ev.Event = &b.oneof
+		return &b.ev
 	}
-	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{
-		Upsert: &pbresource.WatchEvent_Upsert{Resource: res},
-	}}
+	b := new(upsertEvent)
+	b.upsert.Resource = res
+	b.oneof.Upsert = &b.upsert
+	b.ev.Event = &b.oneof
+	return &b.ev
 }
 
 // EndOfSnapshot returns an EndOfSnapshot event.
