@@ -61,8 +61,14 @@ func CloneSharing(res, prev *pbresource.Resource) *pbresource.Resource {
 	if prev == nil || res == nil {
 		return Clone(res)
 	}
-	b := new(pblayout.Block)
-	out := &b.Resource
+	var out *pbresource.Resource
+	var b *pblayout.Block
+	if res.Id == prev.Id && res.Data == prev.Data {
+		out = new(pbresource.Resource) // the common case: no block needed
+	} else {
+		b = new(pblayout.Block)
+		out = &b.Resource
+	}
 	src, dst := pblayout.ResourceStrings(res), pblayout.ResourceStrings(out)
 	pblayout.CopyStrings(dst[:], src[:])
 	switch id := res.Id; {
@@ -75,7 +81,7 @@ func CloneSharing(res, prev *pbresource.Resource) *pbresource.Resource {
 	case owner == prev.Owner:
 		out.Owner = owner
 	case owner != nil:
-		b.SetOwner().CopyID(owner)
+		out.Owner = CloneID(owner)
 	}
 	switch {
 	case sameMap(res.Metadata, prev.Metadata):
