@@ -1,0 +1,27 @@
+// Package acl reads an ACL file, which maps tokens to rules, and resolves
+// the token a caller presents to what it may do: a resource.Authorizer for
+// server.Config.ACLResolver.
+//
+// The file is YAML (JSON is YAML too):
+//
+//	tokens:
+//	  - name: bar-controller
+//	    secret: "7d1c0f3e-example"
+//	    rules:
+//	      - {type: "foo.*.Bar", partition: "*", namespace: "*", access: write}
+//	      - {type: "foo.v1.Zip", partition: "default", namespace: "*", access: read}
+//
+// A rule's type is a group.version.kind pattern where any part may be "*";
+// its partition and namespace are a name or "*". A tenancy unit the type
+// does not have (a cluster-scoped type has neither) is matched only by "*".
+// Its access is read, list or write; write implies the other two. A token
+// may do what any of its rules allows, and nothing else: with ACLs on,
+// everything is denied by default.
+//
+// Callers present their token in the x-consul-token gRPC metadata, which is
+// what Consul's clients send. No token, or one the file does not name, is
+// Unauthenticated; a known token without the access is PermissionDenied
+// (the server's doing, through the Authorizer). Secrets are compared in
+// constant time and never appear in errors or logs; a token is named by its
+// name.
+package acl
