@@ -1,0 +1,221 @@
+// Package certs loads the TLS certificate, key and CA files of a server or
+// a client, and reloads them when they change, so a host picks up renewed
+// certificates without a restart.
+//
+// A server config (ServerConfig) presents its certificate and, given a
+// client CA file, requires and verifies client certificates (mutual TLS).
+// A client config (ClientConfig) verifies the server against a CA file
+// and, given a certificate and key, presents them. A handshake reads the
+// files again when CheckInterval has passed since they were last read
+// (CheckEvery changes it); a changed set of files is loaded whole, and one
+// that fails to load (half written, say) leaves the previous one in force
+// and is reported through the OnReloadError callback.
+package certs
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// CheckInterval is how often, at most, a handshake reads the files again,
+// unless CheckEvery says otherwise.
+const CheckInterval = time.Second
+
+// Files names PEM files. For a server: Cert and Key are required; ClientCA,
+// when set, turns on mutual TLS. For a client: CA (the server's CA; the
+// system pool when empty), and Cert with Key to present a certificate.
+type Files struct {
+	Cert, Key string
+	// CA verifies the peer: the server's CA for a client, the clients' CA
+	// (mutual TLS) for a server.
+	CA string
+}
+
+// Option configures a config's reloading.
+type Option func(*reloader)
+
+// CheckEvery sets how often, at most, a handshake reads the files again;
+// 0 reads them on every handshake.
+func CheckEvery(d time.Duration) Option { return func(r *reloader) { r.interval = d } }
+
+// OnReloadError sets what is told when changed files fail to load (the
+// previous certificates stay in force). By default nothing is.
+func OnReloadError(fn func(error)) Option { return func(r *reloader) { r.onError = fn } }
+
+// ServerConfig returns a TLS config serving f.Cert and f.Key, requiring and
+// verifying client certificates signed by f.CA when it is set. It fails
+// when a file cannot be loaded, naming it: a server must not start without
+// the TLS it was asked for.
+func ServerConfig(f Files, opts ...Option) (*tls.Config, error) {
+	if f.Cert == "" || f.Key == "" {
+		return nil, errors.New("TLS: both a certificate and a key file are needed")
+	}
+	r, err := newReloader(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	base := &tls.Config{MinVersion: tls.VersionTLS12}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := r.current()
+			c := base.Clone()
+			c.Certificates = []tls.Certificate{*m.cert}
+			if m.pool != nil {
+				c.ClientAuth = tls.RequireAndVerifyClientCert
+				c.ClientCAs = m.pool
+			}
+			return c, nil
+		},
+	}, nil
+}
+
+// ClientConfig returns a TLS config that verifies the server against f.CA
+// (the system's roots when empty) and presents f.Cert and f.Key when both
+// are set.
+func ClientConfig(f Files, opts ...Option) (*tls.Config, error) {
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, errors.New("TLS: a client certificate needs both its certificate and its key file")
+	}
+	r, err := newReloader(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.CA != "" {
+		// The pool is read once per handshake through VerifyConnection, so
+		// a renewed CA file applies to new connections.
+		c.InsecureSkipVerify = true // verification is done below, against the current pool
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			return verifyServer(cs, r.current().pool)
+		}
+	}
+	if f.Cert != "" {
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return r.current().cert, nil
+		}
+	}
+	return c, nil
+}
+
+// verifyServer does what crypto/tls does for a client with RootCAs set.
+func verifyServer(cs tls.ConnectionState, roots *x509.CertPool) error {
+	if cs.ServerName == "" {
+		return errors.New("TLS: no server name to verify the server's certificate against")
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("TLS: the server sent no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+		DNSName: cs.ServerName, Roots: roots, Intermediates: inter,
+	})
+	return err
+}
+
+// material is one loaded set of files.
+type material struct {
+	cert *tls.Certificate // nil when no certificate was asked for
+	pool *x509.CertPool   // nil when no CA was asked for
+	sum  [sha256.Size]byte
+}
+
+type reloader struct {
+	files    Files
+	interval time.Duration
+	onError  func(error)
+
+	mu      sync.Mutex
+	m       *material
+	checked time.Time
+	lastErr string
+}
+
+func newReloader(f Files, opts []Option) (*reloader, error) {
+	r := &reloader{files: f, interval: CheckInterval}
+	for _, o := range opts {
+		o(r)
+	}
+	m, err := load(f)
+	if err != nil {
+		return nil, err
+	}
+	r.m, r.checked = m, time.Now()
+	return r, nil
+}
+
+// current returns the material in force, loading the files again first
+// when the interval has passed since they were last read and they changed.
+func (r *reloader) current() *material {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.interval > 0 && time.Since(r.checked) < r.interval {
+		return r.m
+	}
+	r.checked = time.Now()
+	m, err := load(r.files)
+	switch {
+	case err != nil:
+		if msg := err.Error(); r.onError != nil && msg != r.lastErr {
+			r.lastErr = msg
+			r.onError(fmt.Errorf("%w (the previous certificates stay in force)", err))
+		}
+	case m.sum != r.m.sum:
+		r.m, r.lastErr = m, ""
+	}
+	return r.m
+}
+
+// load reads and parses the files of f, naming the one at fault in an
+// error.
+func load(f Files) (*material, error) {
+	read := func(what, path string) ([]byte, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("TLS: reading the %s file: %w", what, err)
+		}
+		return b, nil
+	}
+	m := &material{}
+	h := sha256.New()
+	if f.Cert != "" {
+		certPEM, err := read("certificate", f.Cert)
+		if err != nil {
+			return nil, err
+		}
+		keyPEM, err := read("key", f.Key)
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("TLS: certificate %s with key %s: %w", f.Cert, f.Key, err)
+		}
+		m.cert = &cert
+		h.Write(certPEM)
+		h.Write(keyPEM)
+	}
+	if f.CA != "" {
+		pem, err := read("CA", f.CA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS: CA file %s holds no PEM certificate", f.CA)
+		}
+		m.pool = pool
+		h.Write(pem)
+	}
+	h.Sum(m.sum[:0])
+	return m, nil
+}
