@@ -171,6 +171,15 @@ func TestULID(t *testing.T) {
 		prev = next
 	}
 	assert.False(t, resource.IsULID("not-a-ulid"))
+	// Every write makes one or two: the string is the only allocation.
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = resource.NewULID() }))
+}
+
+func BenchmarkNewULID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = resource.NewULID()
+	}
 }
 
 func TestFinalizers(t *testing.T) {
