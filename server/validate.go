@@ -91,12 +91,22 @@ func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registered, *
 }
 
 // withUid returns id with the given Uid: id itself when it has it, else a
-// copy.
+// shallow copy (sharing the type and tenancy).
 func withUid(id *pbresource.ID, uid string) *pbresource.ID {
+	return withUidIn(id, uid, nil)
+}
+
+// withUidIn is withUid making the copy in buf, unless buf is nil. buf may
+// be id itself, a copy an earlier attempt of a read-modify-write made.
+func withUidIn(id *pbresource.ID, uid string, buf *pbresource.ID) *pbresource.ID {
 	if id.Uid == uid {
 		return id
 	}
-	return &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name, Uid: uid}
+	if buf == nil {
+		return &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name, Uid: uid}
+	}
+	buf.Type, buf.Tenancy, buf.Name, buf.Uid = id.Type, id.Tenancy, id.Name, uid
+	return buf
 }
 
 // isNormalized is a cheap pre-check for the common case of a tenancy that

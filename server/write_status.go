@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,27 +42,40 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 		return nil, s.fail("WriteStatus", id, err)
 	}
 	// The request is never changed: the stamped status is the server's.
-	st := &pbresource.Status{
-		ObservedGeneration: req.Status.ObservedGeneration,
-		Conditions:         req.Status.Conditions,
-		UpdatedAt:          timestamppb.Now(),
-	}
+	b := new(statusMessages)
+	now := time.Now()
+	b.updatedAt.Seconds, b.updatedAt.Nanos = now.Unix(), int32(now.Nanosecond())
+	b.status.ObservedGeneration = req.Status.ObservedGeneration
+	b.status.Conditions = req.Status.Conditions
+	b.status.UpdatedAt = &b.updatedAt
 
 	var out *pbresource.Resource
-	err = s.readModifyWrite(ctx, id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
-		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, st, stored, consistency)
+	err = s.readModifyWrite(ctx, withUidIn(id, "", &b.name), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, b, stored, consistency)
 		return err
 	})
 	if err != nil {
 		return nil, s.fail("WriteStatus", id, err)
 	}
-	return &pbresource.WriteStatusResponse{Resource: out}, nil
+	b.rsp.Resource = out
+	return &b.rsp, nil
 }
 
-// writeStatusOnce writes st under req.Key of the resource id (normalized),
-// with stored what is stored under its name.
+// statusMessages holds the messages one WriteStatus makes, so that they cost
+// one allocation. None of them is kept: the backend copies what it stores,
+// and the response only points at the stored resource.
+type statusMessages struct {
+	status    pbresource.Status // the status written, stamped
+	updatedAt timestamppb.Timestamp
+	name      pbresource.ID       // the name read (the request's ID without Uid)
+	res       pbresource.Resource // the resource written: the stored one with the status
+	rsp       pbresource.WriteStatusResponse
+}
+
+// writeStatusOnce writes b.status under req.Key of the resource id
+// (normalized), with stored what is stored under its name.
 func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registered, id *pbresource.ID,
-	req *pbresource.WriteStatusRequest, st *pbresource.Status, stored *pbresource.Resource, consistency storage.ReadConsistency,
+	req *pbresource.WriteStatusRequest, b *statusMessages, stored *pbresource.Resource, consistency storage.ReadConsistency,
 ) (*pbresource.Resource, error) {
 	cas := req.Version != ""
 	stale := consistency == storage.EventualConsistency
@@ -98,18 +112,14 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
-	statuses[req.Key] = st
+	statuses[req.Key] = &b.status
 	// A shallow copy: the shared parts are only read, and the backend
-	// copies what it stores.
-	res := &pbresource.Resource{
-		Id:         stored.Id,
-		Owner:      stored.Owner,
-		Version:    stored.Version,
-		Generation: stored.Generation,
-		Metadata:   stored.Metadata,
-		Status:     statuses,
-		Data:       stored.Data,
-	}
+	// copies what it stores. Every field is set, so what an earlier attempt
+	// left in b.res does not matter.
+	res := &b.res
+	res.Id, res.Owner, res.Data = stored.Id, stored.Owner, stored.Data
+	res.Version, res.Generation = stored.Version, stored.Generation
+	res.Metadata, res.Status = stored.Metadata, statuses
 	if err := s.limits.checkSize(res, stored, "status"); err != nil {
 		return nil, err
 	}
