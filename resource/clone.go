@@ -196,15 +196,17 @@ func (b *statusBlock1) copy(s *pbresource.Status) *pbresource.Status {
 // allocation for all of them (they stay alive together).
 func cloneStatusMap(m map[string]*pbresource.Status) map[string]*pbresource.Status {
 	out := make(map[string]*pbresource.Status, len(m))
-	n := 0
-	for _, v := range m {
-		if v != nil && len(v.Conditions) == 1 {
-			n++
-		}
-	}
 	var blocks []statusBlock1
-	if n > 1 {
-		blocks = make([]statusBlock1, n)
+	if len(m) > 1 {
+		n := 0
+		for _, v := range m {
+			if v != nil && len(v.Conditions) == 1 {
+				n++
+			}
+		}
+		if n > 1 {
+			blocks = make([]statusBlock1, n)
+		}
 	}
 	for k, v := range m {
 		if len(blocks) > 0 && v != nil && len(v.Conditions) == 1 {
