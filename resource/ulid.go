@@ -35,8 +35,28 @@ func NewULID() string {
 	return string(text[:]) // the only allocation
 }
 
-// IsULID reports whether s is a well-formed ULID.
+// IsULID reports whether s is a well-formed ULID: what ulid.ParseStrict
+// accepts, checked without decoding it (every write checks one or two).
 func IsULID(s string) bool {
-	_, err := ulid.ParseStrict(s)
-	return err == nil
+	if len(s) != ulid.EncodedSize || s[0] > '7' { // past '7' overflows 128 bits
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !ulidChars[s[i]] {
+			return false
+		}
+	}
+	return true
 }
+
+// ulidChars marks the bytes ulid.ParseStrict accepts in a ULID, taken from
+// it: a byte is accepted if a ULID ending in it parses.
+var ulidChars = func() (ok [256]bool) {
+	text := []byte("0000000000000000000000000_")
+	for c := range ok {
+		text[len(text)-1] = byte(c)
+		_, err := ulid.ParseStrict(string(text))
+		ok[c] = err == nil
+	}
+	return ok
+}()
