@@ -43,10 +43,7 @@ func Clone(res *pbresource.Resource) *pbresource.Resource {
 		copyAny(b.SetData(), d)
 	}
 	if res.Status != nil {
-		out.Status = make(map[string]*pbresource.Status, len(res.Status))
-		for k, v := range res.Status {
-			out.Status[k] = CloneStatus(v)
-		}
+		out.Status = cloneStatusMap(res.Status)
 	}
 	return out
 }
@@ -137,14 +134,25 @@ type statusBlock struct {
 	ts timestamppb.Timestamp
 }
 
+// statusBlock1 is a statusBlock with room for one condition: a status of
+// one condition, the common kind (a controller's one verdict), is copied
+// with one allocation instead of three.
+type statusBlock1 struct {
+	statusBlock
+	cond  pbresource.Condition
+	conds [1]*pbresource.Condition
+}
+
 // CloneStatus returns a deep copy of s.
 func CloneStatus(s *pbresource.Status) *pbresource.Status {
 	if s == nil {
 		return nil
 	}
+	if len(s.Conditions) == 1 {
+		return new(statusBlock1).copy(s)
+	}
 	b := new(statusBlock)
-	out := &b.st
-	out.ObservedGeneration = s.ObservedGeneration
+	out := b.copy(s)
 	if s.Conditions != nil {
 		// The conditions in one array, their pointers in another.
 		conds := make([]pbresource.Condition, len(s.Conditions))
@@ -156,9 +164,57 @@ func CloneStatus(s *pbresource.Status) *pbresource.Status {
 			}
 		}
 	}
+	return out
+}
+
+// copy makes the block's status a copy of s, but for the conditions, and
+// returns it.
+func (b *statusBlock) copy(s *pbresource.Status) *pbresource.Status {
+	out := &b.st
+	out.ObservedGeneration = s.ObservedGeneration
 	if s.UpdatedAt != nil {
 		b.ts.Seconds, b.ts.Nanos = s.UpdatedAt.Seconds, s.UpdatedAt.Nanos
 		out.UpdatedAt = &b.ts
+	}
+	return out
+}
+
+// copy makes the block's status a deep copy of s, which has one condition,
+// and returns it.
+func (b *statusBlock1) copy(s *pbresource.Status) *pbresource.Status {
+	out := b.statusBlock.copy(s)
+	if c := s.Conditions[0]; c != nil {
+		copyCondition(&b.cond, c)
+		b.conds[0] = &b.cond
+	}
+	out.Conditions = b.conds[:] // capacity 1: an append copies
+	return out
+}
+
+// cloneStatusMap returns a deep copy of m. The statuses of one condition
+// are copied into one array, so that a map of several costs one
+// allocation for all of them (they stay alive together).
+func cloneStatusMap(m map[string]*pbresource.Status) map[string]*pbresource.Status {
+	out := make(map[string]*pbresource.Status, len(m))
+	var blocks []statusBlock1
+	if len(m) > 1 {
+		n := 0
+		for _, v := range m {
+			if v != nil && len(v.Conditions) == 1 {
+				n++
+			}
+		}
+		if n > 1 {
+			blocks = make([]statusBlock1, n)
+		}
+	}
+	for k, v := range m {
+		if len(blocks) > 0 && v != nil && len(v.Conditions) == 1 {
+			out[k] = blocks[0].copy(v)
+			blocks = blocks[1:]
+			continue
+		}
+		out[k] = CloneStatus(v)
 	}
 	return out
 }

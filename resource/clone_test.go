@@ -102,6 +102,53 @@ func TestCloneIDsAnyReferenceCopyEveryField(t *testing.T) {
 	require.NotSame(t, ref.Tenancy, gotRef.Tenancy)
 }
 
+// TestCloneStatusShapes checks the copies of statuses of every size: none,
+// one (copied in one allocation, several of them in one array) and more
+// conditions, nil ones included.
+func TestCloneStatusShapes(t *testing.T) {
+	cond := func(typ string) *pbresource.Condition {
+		c := &pbresource.Condition{}
+		fill(c.ProtoReflect(), 0)
+		c.Type = typ
+		return c
+	}
+	filled := func(conds ...*pbresource.Condition) *pbresource.Status {
+		st := &pbresource.Status{}
+		fill(st.ProtoReflect(), 0)
+		st.Conditions = conds
+		return st
+	}
+	statuses := map[string]*pbresource.Status{
+		"none":      filled(),
+		"empty":     filled([]*pbresource.Condition{}...),
+		"one":       filled(cond("a")),
+		"one more":  filled(cond("b")),
+		"nil one":   filled(nil),
+		"two":       filled(cond("c"), cond("d")),
+		"two, nil":  filled(cond("e"), nil),
+		"bare":      {},
+		"nil":       nil,
+		"third one": filled(cond("f")),
+	}
+	for k, st := range statuses {
+		got := resource.CloneStatus(st)
+		require.True(t, proto.Equal(st, got), "CloneStatus(%s) = %v", k, got)
+	}
+	res := &pbresource.Resource{Status: statuses}
+	got := resource.Clone(res)
+	require.True(t, proto.Equal(res, got), "Clone lost a status: %v", got.Status)
+
+	// The copies share nothing with the original nor with each other.
+	got.Status["one"].Conditions[0].Type = "changed"
+	got.Status["one"].Conditions = append(got.Status["one"].Conditions, cond("appended"))
+	got.Status["one more"].UpdatedAt.Seconds = -1
+	require.Equal(t, "a", statuses["one"].Conditions[0].Type)
+	require.Equal(t, "b", got.Status["one more"].Conditions[0].Type)
+	require.Equal(t, "f", got.Status["third one"].Conditions[0].Type)
+	require.NotEqual(t, int64(-1), statuses["one more"].UpdatedAt.Seconds)
+	require.Len(t, statuses["one"].Conditions, 1)
+}
+
 // BenchmarkClone copies a resource shaped like what controllers store: an
 // ID, an owner, data, two metadata entries and one status.
 func BenchmarkClone(b *testing.B) {

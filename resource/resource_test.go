@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -171,6 +172,26 @@ func TestULID(t *testing.T) {
 		prev = next
 	}
 	assert.False(t, resource.IsULID("not-a-ulid"))
+	// IsULID agrees with ulid.ParseStrict on every byte in every place.
+	valid := resource.NewULID()
+	for i := range len(valid) {
+		for c := range 256 {
+			s := valid[:i] + string([]byte{byte(c)}) + valid[i+1:]
+			_, err := ulid.ParseStrict(s)
+			require.Equal(t, err == nil, resource.IsULID(s), "%q", s)
+		}
+	}
+	assert.False(t, resource.IsULID(valid[1:]))
+	assert.False(t, resource.IsULID(valid+"0"))
+	// Every write makes one or two: the string is the only allocation.
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = resource.NewULID() }))
+}
+
+func BenchmarkNewULID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = resource.NewULID()
+	}
 }
 
 func TestFinalizers(t *testing.T) {
@@ -327,5 +348,12 @@ func BenchmarkFinalizers(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/finalizer")
 		})
+	}
+}
+
+func BenchmarkIsULID(b *testing.B) {
+	id := resource.NewULID()
+	for b.Loop() {
+		_ = resource.IsULID(id)
 	}
 }

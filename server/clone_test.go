@@ -84,7 +84,7 @@ func TestClones(t *testing.T) {
 		msg   proto.Message
 		clone func(proto.Message) proto.Message
 	}{
-				"ListResponse": {&pbresource.ListResponse{}, func(m proto.Message) proto.Message {
+		"ListResponse": {&pbresource.ListResponse{}, func(m proto.Message) proto.Message {
 			return &pbresource.ListResponse{Resources: cloneResources(m.(*pbresource.ListResponse).Resources)}
 		}},
 		"ReadResponse": {&pbresource.ReadResponse{}, func(m proto.Message) proto.Message {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -188,49 +187,6 @@ func storedSize(res *pbresource.Resource) int {
 	return n
 }
 
-// resourceSize is proto.Size(res), computed field by field: proto.Size
-// walks map fields by reflection, with an allocation and several times the
-// time of this loop, on every write. TestResourceSize checks the two agree.
-func resourceSize(res *pbresource.Resource) int {
-	n := len(res.ProtoReflect().GetUnknown())
-	if res.Id != nil {
-		n += fieldSize(1, proto.Size(res.Id))
-	}
-	if res.Owner != nil {
-		n += fieldSize(2, proto.Size(res.Owner))
-	}
-	if res.Version != "" {
-		n += fieldSize(3, len(res.Version))
-	}
-	if res.Generation != "" {
-		n += fieldSize(4, len(res.Generation))
-	}
-	n += metadataSize(res.Metadata) + statusSize(res.Status)
-	if res.Data != nil {
-		n += fieldSize(7, proto.Size(res.Data))
-	}
-	return n
-}
-
-// metadataSize is the encoded size of a Resource's metadata field (a map
-// entry per key, with both its key and value).
-func metadataSize(meta map[string]string) int {
-	n := 0
-	for k, v := range meta {
-		n += fieldSize(5, fieldSize(1, len(k))+fieldSize(2, len(v)))
-	}
-	return n
-}
-
-// statusSize is the encoded size of a Resource's status field.
-func statusSize(st map[string]*pbresource.Status) int {
-	n := 0
-	for k, v := range st {
-		n += fieldSize(6, fieldSize(1, len(k))+fieldSize(2, proto.Size(v)))
-	}
-	return n
-}
-
 // checkSize refuses to store res when it is over the size limit, unless
 // stored (the resource it replaces, nil for a new one) was already as big:
 // a resource stored before the limit was lowered may be written as long as
@@ -247,7 +203,7 @@ func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error
 // tooLarge is the error for res, n bytes as stored, when the limit is
 // limit bytes (or unknown, 0: the backend refused it).
 func tooLarge(res *pbresource.Resource, n int, field string, limit int) error {
-	data := fieldSize(7, proto.Size(res.Data))
+	data := dataSize(res.Data)
 	meta, st := metadataSize(res.Metadata), statusSize(res.Status)
 	if field == "" {
 		field = "data"
@@ -262,12 +218,6 @@ func tooLarge(res *pbresource.Resource, n int, field string, limit int) error {
 	}
 	return invalidField(field, "the resource would be %s (%d bytes: %s), over the limit of %s (server.Config.MaxResourceBytes)",
 		formatBytes(n), n, parts, formatBytes(limit))
-}
-
-// fieldSize is the encoded size of a length-delimited field with field
-// number num and n bytes of content.
-func fieldSize(num protowire.Number, n int) int {
-	return protowire.SizeTag(num) + protowire.SizeBytes(n)
 }
 
 // formatBytes renders n bytes for people: "512 B", "1.5 KiB", "1 MiB".

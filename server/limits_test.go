@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -295,6 +298,61 @@ func TestResourceSize(t *testing.T) {
 	}
 }
 
+// TestResourceSizeEveryField checks the hand-written sizes against
+// proto.Size with every field of every message set (by reflection, so a
+// field added to resource.proto is covered), unknown fields in every
+// message, and the edge cases of varints and nil messages.
+func TestResourceSizeEveryField(t *testing.T) {
+	full := &pbresource.Resource{}
+	fill(full.ProtoReflect(), 3, 0)
+	withUnknown := proto.Clone(full).(*pbresource.Resource)
+	setUnknown(withUnknown.ProtoReflect())
+
+	negative := proto.Clone(full).(*pbresource.Resource)
+	for _, st := range negative.Status {
+		st.UpdatedAt.Seconds, st.UpdatedAt.Nanos = -1, -5
+		st.Conditions[0].State = -1
+		st.Conditions = append(st.Conditions, nil, &pbresource.Condition{Resource: &pbresource.Reference{}})
+	}
+	negative.Status["nil"] = nil
+	negative.Status["empty"] = &pbresource.Status{UpdatedAt: &timestamppb.Timestamp{}}
+	negative.Data = &anypb.Any{}
+	negative.Owner = &pbresource.ID{}
+
+	for name, res := range map[string]*pbresource.Resource{
+		"every field":    full,
+		"unknown fields": withUnknown,
+		"edge cases":     negative,
+	} {
+		require.Equal(t, proto.Size(res), resourceSize(res), name)
+	}
+}
+
+// setUnknown gives m and every message in it an unknown field.
+func setUnknown(m protoreflect.Message) {
+	m.SetUnknown([]byte{0xfa, 0x01, 0x03, 'a', 'b', 'c'}) // field 31, "abc"
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					setUnknown(mv.Message())
+					return true
+				})
+			}
+		case fd.IsList():
+			if fd.Message() != nil {
+				for i := range v.List().Len() {
+					setUnknown(v.List().Get(i).Message())
+				}
+			}
+		case fd.Message() != nil:
+			setUnknown(v.Message())
+		}
+		return true
+	})
+}
+
 // tooLargeBackend refuses every write as too large, as etcd does past its
 // --max-request-bytes.
 type tooLargeBackend struct{ storage.Backend }
@@ -353,4 +411,25 @@ func BenchmarkWriteStatusKeys(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkResourceSize sizes a resource shaped like W1's after its status
+// write, as the size limit does on every write.
+func BenchmarkResourceSize(b *testing.B) {
+	res := bar(b, "a", "x")
+	res.Id.Uid = resource.NewULID()
+	res.Version = "12345"
+	res.Generation = resource.NewULID()
+	res.Status = map[string]*pbresource.Status{"bench.widget": simpleStatus(res.Generation)}
+	res.Status["bench.widget"].UpdatedAt = timestamppb.Now()
+	b.Run("resourceSize", func(b *testing.B) {
+		for b.Loop() {
+			_ = resourceSize(res)
+		}
+	})
+	b.Run("proto.Size", func(b *testing.B) {
+		for b.Loop() {
+			_ = proto.Size(res)
+		}
+	})
 }

@@ -24,7 +24,8 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 	if err != nil {
 		return nil, s.fail("MutateAndValidate", req.GetResource().GetId(), err)
 	}
-	reg, res, data, err := s.prepare(req.GetResource())
+	res := new(pbresource.Resource)
+	reg, data, err := s.prepare(req.GetResource(), res)
 	if err != nil {
 		return nil, s.fail("MutateAndValidate", req.GetResource().GetId(), err)
 	}
@@ -43,54 +44,49 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 
 // prepare validates the resource of a Write as far as it can without
 // looking at storage, and runs the type's Mutate and Validate hooks on it.
-// It returns the type's registration, the server's own copy of the resource
-// (tenancy normalized, type URL canonical, mutated) and its decoded data.
+// It makes res, which must be new, the server's own copy of the resource
+// (tenancy normalized, type URL canonical, mutated), and returns the type's
+// registration and the decoded data.
 //
 // The copy is shallow: it shares what neither the server nor a hook changes
 // with in, which is never changed. Data is decoded once; after Mutate it is
 // encoded again, deterministically, and replaces the request's only when it
 // differs, so a Mutate that changes nothing never makes a write look like a
 // change.
-func (s *Server) prepare(in *pbresource.Resource) (resource.Registered, *pbresource.Resource, proto.Message, error) {
+func (s *Server) prepare(in, res *pbresource.Resource) (resource.Registered, proto.Message, error) {
 	if in == nil {
-		return resource.Registered{}, nil, nil, invalidArgument(resource.ErrInvalidField{Name: "resource", Wrapped: resource.ErrMissing})
+		return resource.Registered{}, nil, invalidArgument(resource.ErrInvalidField{Name: "resource", Wrapped: resource.ErrMissing})
 	}
 	reg, id, err := s.checkID("id", in.Id)
 	if err != nil {
-		return reg, nil, nil, err
+		return reg, nil, err
 	}
 	if resource.EqualUnversionedType(id.Type, resource.TypeV1Tombstone) {
-		return reg, nil, nil, invalidField("id.type", "%s resources are written by the service itself when a resource that owns others is deleted; clients cannot write them (they may read, list, watch and delete them)",
+		return reg, nil, invalidField("id.type", "%s resources are written by the service itself when a resource that owns others is deleted; clients cannot write them (they may read, list, watch and delete them)",
 			resource.TypeString(id.Type))
 	}
 	anyData, data, err := checkData(reg, in.Data)
 	if err != nil {
-		return reg, nil, nil, err
+		return reg, nil, err
 	}
 	owner := in.Owner
 	if owner != nil {
 		if owner, err = s.checkOwner(owner); err != nil {
-			return reg, nil, nil, err
+			return reg, nil, err
 		}
 	}
-	res := &pbresource.Resource{
-		Id:         id,
-		Owner:      owner,
-		Version:    in.Version,
-		Generation: in.Generation,
-		Metadata:   in.Metadata,
-		Status:     in.Status,
-		Data:       anyData,
-	}
+	res.Id, res.Owner, res.Data = id, owner, anyData
+	res.Version, res.Generation = in.Version, in.Generation
+	res.Metadata, res.Status = in.Metadata, in.Status
 	if reg.HasMutate() {
 		if data, err = s.mutate(reg, res, data); err != nil {
-			return reg, nil, nil, err
+			return reg, nil, err
 		}
 	}
 	if err := reg.Validate(res, data); err != nil {
-		return reg, nil, nil, hookError(err)
+		return reg, nil, hookError(err)
 	}
-	return reg, res, data, nil
+	return reg, data, nil
 }
 
 // mutate runs reg's Mutate hook on res, the server's copy of a request's

@@ -50,16 +50,15 @@ func pause(ctx context.Context, attempt int) error {
 }
 
 // readModifyWrite is the loop of Write, WriteStatus and Delete: it reads
-// the resource stored under id's name (in whatever GroupVersion; nil when
-// there is none) and hands it to step, until step returns something other
-// than errRetry. The first read has consistency first; the retries, which
-// follow a lost race or a read that may have been stale, pause and read
-// strongly. Errors of the read are mapped to statuses; step's are returned
-// as they are.
-func (s *Server) readModifyWrite(ctx context.Context, id *pbresource.ID, first storage.ReadConsistency,
+// the resource stored under name, an ID without Uid (see withUid), in
+// whatever GroupVersion (nil when there is none), and hands it to step,
+// until step returns something other than errRetry. The first read has
+// consistency first; the retries, which follow a lost race or a read that
+// may have been stale, pause and read strongly. Errors of the read are
+// mapped to statuses; step's are returned as they are.
+func (s *Server) readModifyWrite(ctx context.Context, name *pbresource.ID, first storage.ReadConsistency,
 	step func(stored *pbresource.Resource, consistency storage.ReadConsistency) error,
 ) error {
-	readID := &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
 	consistency := first
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -68,7 +67,7 @@ func (s *Server) readModifyWrite(ctx context.Context, id *pbresource.ID, first s
 			}
 			consistency = storage.StrongConsistency
 		}
-		stored, err := s.readStored(ctx, consistency, readID)
+		stored, err := s.readStored(ctx, consistency, name)
 		if err != nil {
 			return storageError(err)
 		}

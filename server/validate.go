@@ -50,10 +50,15 @@ func (s *Server) resolveType(path string, t *pbresource.Type) (resource.Register
 	if reg, ok := s.registry.Resolve(t); ok {
 		return reg, nil
 	}
+	return resource.Registered{}, unresolvedType(path, t)
+}
+
+// unresolvedType explains why resolveType found no registration for t.
+func unresolvedType(path string, t *pbresource.Type) error {
 	if err := resource.ValidateTypeField(path, t); err != nil {
-		return resource.Registered{}, invalidArgument(err)
+		return invalidArgument(err)
 	}
-	return resource.Registered{}, invalidField(path, "resource type %s is not registered", resource.Quote(resource.TypeString(t)))
+	return invalidField(path, "resource type %s is not registered", resource.Quote(resource.TypeString(t)))
 }
 
 // checkID validates id (found at path in the request) for a request about
@@ -65,9 +70,9 @@ func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registered, *
 	if id == nil {
 		return resource.Registered{}, nil, invalidArgument(resource.ErrInvalidField{Name: path, Wrapped: resource.ErrMissing})
 	}
-	reg, err := s.resolveType(path+".type", id.Type)
-	if err != nil {
-		return reg, nil, err
+	reg, ok := s.registry.Resolve(id.Type)
+	if !ok { // as resolveType, building the field's path only for the error
+		return reg, nil, unresolvedType(path+".type", id.Type)
 	}
 	if err := resource.ValidateName(id.Name); err != nil {
 		return reg, nil, invalidArgument(resource.ErrInvalidField{Name: path + ".name", Wrapped: err})
@@ -86,12 +91,22 @@ func (s *Server) checkID(path string, id *pbresource.ID) (resource.Registered, *
 }
 
 // withUid returns id with the given Uid: id itself when it has it, else a
-// copy.
+// shallow copy (sharing the type and tenancy).
 func withUid(id *pbresource.ID, uid string) *pbresource.ID {
+	return withUidIn(id, uid, nil)
+}
+
+// withUidIn is withUid making the copy in buf, unless buf is nil. buf may
+// be id itself, a copy an earlier attempt of a read-modify-write made.
+func withUidIn(id *pbresource.ID, uid string, buf *pbresource.ID) *pbresource.ID {
 	if id.Uid == uid {
 		return id
 	}
-	return &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name, Uid: uid}
+	if buf == nil {
+		return &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name, Uid: uid}
+	}
+	buf.Type, buf.Tenancy, buf.Name, buf.Uid = id.Type, id.Tenancy, id.Name, uid
+	return buf
 }
 
 // isNormalized is a cheap pre-check for the common case of a tenancy that
@@ -161,6 +176,17 @@ func checkStatusKey(key string) error {
 	if len(key) > maxStatusKeyLength {
 		return invalidField("key", "is %d bytes long; the limit is %d", len(key), maxStatusKeyLength)
 	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c >= 0x7f {
+			return checkStatusKeyRunes(key) // not printable ASCII: look closer
+		}
+	}
+	return nil
+}
+
+// checkStatusKeyRunes is checkStatusKey's check of the characters, for
+// keys that are not all printable ASCII.
+func checkStatusKeyRunes(key string) error {
 	for _, r := range key {
 		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
 			return invalidField("key", "%s must be printable and contain no spaces", resource.Quote(key))

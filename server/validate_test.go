@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -323,4 +324,21 @@ func TestCheckData_AnyWithoutPrefix(t *testing.T) {
 	res := bar(t, "a", "x")
 	res.Data = &anypb.Any{TypeUrl: "loom.example.foo.v1.Bar", Value: res.Data.Value}
 	env.write(t, res)
+}
+
+// TestCheckStatusKey checks the key check's fast path for printable ASCII
+// against its check of runes.
+func TestCheckStatusKey(t *testing.T) {
+	for key, ok := range map[string]bool{
+		"bench.widget": true, "a/b:c~!": true, "é-ü": true, "名前": true,
+		"": false, "a b": false, "a\tb": false, "\x7f": false, "a\x00": false,
+		"a\u00a0b": false, "\xff": false, "a\u2028b": false,
+	} {
+		err := checkStatusKey(key)
+		if ok {
+			assert.NoError(t, err, "%q", key)
+		} else {
+			assert.Error(t, err, "%q", key)
+		}
+	}
 }

@@ -31,24 +31,39 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
-	reg, res, data, err := s.prepare(req.GetResource())
+	b := new(writeMessages)
+	reg, data, err := s.prepare(req.GetResource(), &b.res)
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
+	res := &b.res
 	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
 		return nil, s.fail("Write", res.GetId(), err)
 	}
-	out, err := s.write(ctx, res, data)
+	out, err := s.write(ctx, b, data)
 	if err != nil {
 		return nil, s.fail("Write", res.GetId(), err)
 	}
-	return &pbresource.WriteResponse{Resource: out}, nil
+	b.rsp.Resource = out
+	return &b.rsp, nil
+}
+
+// writeMessages holds the messages one Write makes, so that they cost one
+// allocation. None of them is kept: the backend copies what it stores, and
+// the response points at the stored resource (or, when a write finishes a
+// deletion, at res).
+type writeMessages struct {
+	res  pbresource.Resource // the server's copy of the request's resource (see prepare)
+	id   pbresource.ID       // res.Id with the Uid the write gives it, when that takes a copy
+	name pbresource.ID       // res.Id without its Uid, when that takes a copy
+	rsp  pbresource.WriteResponse
 }
 
 // writeIntent is what the caller of Write asked for. The server's copy of
 // the request's resource is rebuilt from it on every attempt of the loop.
 type writeIntent struct {
 	res      *pbresource.Resource // the server's copy, mutated and validated; reused as the write's message
+	idBuf    *pbresource.ID       // where res.Id is copied to give it a Uid (see withUidIn)
 	data     proto.Message        // res.Data decoded
 	uid      string               // the Uid the caller gave, if any
 	version  string               // the Version the caller gave, if any
@@ -64,9 +79,11 @@ func (in *writeIntent) cas() bool { return in.version != "" }
 // strongly consistent read.
 var errRetry = errors.New("retry")
 
-func (s *Server) write(ctx context.Context, res *pbresource.Resource, data proto.Message) (*pbresource.Resource, error) {
+func (s *Server) write(ctx context.Context, b *writeMessages, data proto.Message) (*pbresource.Resource, error) {
+	res := &b.res
 	in := &writeIntent{
 		res:      res,
+		idBuf:    &b.id,
 		data:     data,
 		uid:      res.Id.Uid,
 		version:  res.Version,
@@ -76,7 +93,7 @@ func (s *Server) write(ctx context.Context, res *pbresource.Resource, data proto
 		meta:     res.Metadata,
 	}
 	var out *pbresource.Resource
-	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+	err := s.readModifyWrite(ctx, withUidIn(res.Id, "", &b.name), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		if stored == nil {
 			out, err = s.create(ctx, in, consistency)
 		} else {
@@ -150,7 +167,7 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 	}
 
 	res := in.res
-	res.Id = withUid(res.Id, resource.NewULID())
+	res.Id = withUidIn(res.Id, resource.NewULID(), in.idBuf)
 	res.Generation = resource.NewULID()
 	res.Version = ""
 	res.Status = nil
@@ -234,7 +251,7 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 	}
 
 	res := in.res
-	res.Id = withUid(res.Id, stored.Id.Uid)
+	res.Id = withUidIn(res.Id, stored.Id.Uid, in.idBuf)
 	res.Version = stored.Version
 	res.Status = stored.Status
 	res.Owner = stored.Owner

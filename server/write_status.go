@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,27 +43,40 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 		return nil, s.fail("WriteStatus", id, err)
 	}
 	// The request is never changed: the stamped status is the server's.
-	st := &pbresource.Status{
-		ObservedGeneration: req.Status.ObservedGeneration,
-		Conditions:         req.Status.Conditions,
-		UpdatedAt:          timestamppb.Now(),
-	}
+	b := new(statusMessages)
+	now := time.Now()
+	b.updatedAt.Seconds, b.updatedAt.Nanos = now.Unix(), int32(now.Nanosecond())
+	b.status.ObservedGeneration = req.Status.ObservedGeneration
+	b.status.Conditions = req.Status.Conditions
+	b.status.UpdatedAt = &b.updatedAt
 
 	var out *pbresource.Resource
-	err = s.readModifyWrite(ctx, id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
-		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, st, stored, consistency)
+	err = s.readModifyWrite(ctx, withUidIn(id, "", &b.name), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, b, stored, consistency)
 		return err
 	})
 	if err != nil {
 		return nil, s.fail("WriteStatus", id, err)
 	}
-	return &pbresource.WriteStatusResponse{Resource: out}, nil
+	b.rsp.Resource = out
+	return &b.rsp, nil
 }
 
-// writeStatusOnce writes st under req.Key of the resource id (normalized),
-// with stored what is stored under its name.
+// statusMessages holds the messages one WriteStatus makes, so that they cost
+// one allocation. None of them is kept: the backend copies what it stores,
+// and the response only points at the stored resource.
+type statusMessages struct {
+	status    pbresource.Status // the status written, stamped
+	updatedAt timestamppb.Timestamp
+	name      pbresource.ID       // the name read (the request's ID without Uid)
+	res       pbresource.Resource // the resource written: the stored one with the status
+	rsp       pbresource.WriteStatusResponse
+}
+
+// writeStatusOnce writes b.status under req.Key of the resource id
+// (normalized), with stored what is stored under its name.
 func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registered, id *pbresource.ID,
-	req *pbresource.WriteStatusRequest, st *pbresource.Status, stored *pbresource.Resource, consistency storage.ReadConsistency,
+	req *pbresource.WriteStatusRequest, b *statusMessages, stored *pbresource.Resource, consistency storage.ReadConsistency,
 ) (*pbresource.Resource, error) {
 	cas := req.Version != ""
 	stale := consistency == storage.EventualConsistency
@@ -94,22 +109,20 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
 	}
-	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
+	statuses := getStatusMap()
+	defer putStatusMap(statuses)
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
-	statuses[req.Key] = st
+	statuses[req.Key] = &b.status
+	defer func() { b.res.Status = nil }() // the map goes back to the pool
 	// A shallow copy: the shared parts are only read, and the backend
-	// copies what it stores.
-	res := &pbresource.Resource{
-		Id:         stored.Id,
-		Owner:      stored.Owner,
-		Version:    stored.Version,
-		Generation: stored.Generation,
-		Metadata:   stored.Metadata,
-		Status:     statuses,
-		Data:       stored.Data,
-	}
+	// copies what it stores. Every field is set, so what an earlier attempt
+	// left in b.res does not matter.
+	res := &b.res
+	res.Id, res.Owner, res.Data = stored.Id, stored.Owner, stored.Data
+	res.Version, res.Generation = stored.Version, stored.Generation
+	res.Metadata, res.Status = stored.Metadata, statuses
 	if err := s.limits.checkSize(res, stored, "status"); err != nil {
 		return nil, err
 	}
@@ -118,4 +131,26 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 		return nil, writeError(cas, res, "status", err)
 	}
 	return out, nil
+}
+
+// statusMaps recycles the status maps writeStatusOnce builds for the
+// backend's WriteCAS, which copies them: a Backend never keeps what it is
+// given (see storage.Backend), so a map is free again once WriteCAS has
+// returned. This saves a WriteStatus two of its allocations.
+var statusMaps = sync.Pool{New: func() any { return make(map[string]*pbresource.Status) }}
+
+// maxPooledStatuses is the most keys a map may have held to be pooled: a
+// small map is one group of 8 slots; bigger ones go to the collector.
+const maxPooledStatuses = 8
+
+func getStatusMap() map[string]*pbresource.Status {
+	return statusMaps.Get().(map[string]*pbresource.Status)
+}
+
+func putStatusMap(m map[string]*pbresource.Status) {
+	if len(m) > maxPooledStatuses {
+		return
+	}
+	clear(m)
+	statusMaps.Put(m)
 }
