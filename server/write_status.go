@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -109,13 +108,11 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
 	}
-	statuses := getStatusMap()
-	defer putStatusMap(statuses)
+	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
 	statuses[req.Key] = &b.status
-	defer func() { b.res.Status = nil }() // the map goes back to the pool
 	// A shallow copy: the shared parts are only read, and the backend
 	// copies what it stores. Every field is set, so what an earlier attempt
 	// left in b.res does not matter.
@@ -131,26 +128,4 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 		return nil, writeError(cas, res, "status", err)
 	}
 	return out, nil
-}
-
-// statusMaps recycles the status maps writeStatusOnce builds for the
-// backend's WriteCAS, which copies them: a Backend never keeps what it is
-// given (see storage.Backend), so a map is free again once WriteCAS has
-// returned. This saves a WriteStatus two of its allocations.
-var statusMaps = sync.Pool{New: func() any { return make(map[string]*pbresource.Status) }}
-
-// maxPooledStatuses is the most keys a map may have held to be pooled: a
-// small map is one group of 8 slots; bigger ones go to the collector.
-const maxPooledStatuses = 8
-
-func getStatusMap() map[string]*pbresource.Status {
-	return statusMaps.Get().(map[string]*pbresource.Status)
-}
-
-func putStatusMap(m map[string]*pbresource.Status) {
-	if len(m) > maxPooledStatuses {
-		return
-	}
-	clear(m)
-	statusMaps.Put(m)
 }
