@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
@@ -175,4 +176,26 @@ func TestACL_ResolverErrors(t *testing.T) {
 			requireCode(t, err, tc.code)
 		})
 	}
+}
+
+// TestTrustInProcess checks that a server whose resolver trusts in-process
+// calls serves its own in-process clients whatever the resolver says, and
+// that a network caller cannot pose as one.
+func TestTrustInProcess(t *testing.T) {
+	denied := status.Error(codes.Unauthenticated, "no token")
+	env := newEnv(t, withACL(TrustInProcess(func(ctx context.Context) (resource.Authorizer, error) {
+		if InProcess(ctx) {
+			t.Error("the resolver was asked about an in-process call")
+		}
+		return nil, denied
+	})))
+	_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: bar(t, "in-process", "x")})
+	require.NoError(t, err, "an in-process call is trusted")
+
+	remote := grpcClient(t, env)
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), "x-loom-in-process", "true")
+	_, err = remote.Write(ctx, &pbresource.WriteRequest{Resource: bar(t, "remote", "x")})
+	requireCode(t, err, codes.Unauthenticated)
+	_, err = remote.Read(ctx, &pbresource.ReadRequest{Id: barID("in-process")})
+	requireCode(t, err, codes.Unauthenticated)
 }

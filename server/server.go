@@ -159,7 +159,9 @@ type Config struct {
 	// from a token in the incoming gRPC metadata. An error that is a gRPC
 	// status is returned to the caller as is; resource.ErrPermissionDenied
 	// becomes PermissionDenied; anything else is Internal. Nil allows
-	// everything (resource.AllowAll).
+	// everything (resource.AllowAll). It is asked about in-process calls
+	// too; wrap it in TrustInProcess to let the host's own controllers
+	// through (acl.Source.Resolve is such a resolver for an ACL file).
 	ACLResolver func(ctx context.Context) (resource.Authorizer, error)
 
 	// MaxResourceBytes is the largest a stored resource may be, in bytes of
