@@ -28,6 +28,19 @@ type Queue[K comparable, V any] struct {
 	slab  []item[K, V] // fresh items, allocated in chunks
 	peak  int          // most keys held at once since items was last made
 
+	// parked holds items that went idle recently, in the order they did,
+	// still in items: a key added again soon after its Done (a
+	// controller's own status write queues it again) finds its item there
+	// instead of deleting it from items and inserting it again, two
+	// look-ups in a map too big for the CPU's caches. An entry is live
+	// while its item's parked and parkSeq match it; nParked counts the live
+	// ones. The oldest live entry is released when the ring is full.
+	parked     [parkSize]parkEntry[K, V]
+	parkHead   int // oldest entry
+	parkLen    int // entries in the ring, live or stale
+	nParked    int
+	parkSerial uint64
+
 	// ready holds items waiting for a worker, in FIFO order, as a ring
 	// buffer: head indexes the oldest entry, n counts the live ones.
 	ready []*item[K, V]
@@ -58,7 +71,19 @@ type item[K comparable, V any] struct {
 	delayVal V
 
 	gen uint64 // bumped when the item is recycled for another key
+
+	parked  bool   // idle, kept in items (see Queue.parked)
+	parkSeq uint64 // the parked entry that is live for it
 }
+
+// parkEntry is one slot of the parked ring.
+type parkEntry[K comparable, V any] struct {
+	it  *item[K, V]
+	seq uint64
+}
+
+// parkSize is how many idle items a queue keeps at most.
+const parkSize = 256
 
 func (it *item[K, V]) idle() bool {
 	return !it.dirty && !it.processing && it.delayAt == 0
@@ -99,7 +124,7 @@ func New[K comparable, V any](opts Options) *Queue[K, V] {
 		metrics: opts.Metrics,
 	}
 	q.cond.L = &q.mu
-	q.backoffs = newBackoffs[K](opts.BaseDelay, opts.MaxDelay)
+	q.backoffs.init(opts.BaseDelay, opts.MaxDelay)
 	q.delayed.init(q)
 	return q
 }
@@ -107,6 +132,10 @@ func New[K comparable, V any](opts Options) *Queue[K, V] {
 // lookup returns key's item, creating it if needed.
 func (q *Queue[K, V]) lookup(key K) *item[K, V] {
 	if it, ok := q.items[key]; ok {
+		if it.parked {
+			it.parked = false // the caller makes it dirty or delayed
+			q.nParked--
+		}
 		return it
 	}
 	var it *item[K, V]
@@ -138,6 +167,9 @@ const shrinkAfter = 4096
 
 // release forgets an item that is no longer waiting, running or delayed.
 func (q *Queue[K, V]) release(it *item[K, V]) {
+	if it.parked {
+		q.nParked--
+	}
 	delete(q.items, it.key)
 	*it = item[K, V]{gen: it.gen + 1}
 	if len(q.free) < 1024 {
@@ -147,6 +179,48 @@ func (q *Queue[K, V]) release(it *item[K, V]) {
 		q.items = make(map[K]*item[K, V])
 		q.peak = 0
 	}
+}
+
+// park keeps an item that went idle in items for a while (see
+// Queue.parked), releasing the oldest parked one if the ring is full.
+func (q *Queue[K, V]) park(it *item[K, V]) {
+	if it.parked {
+		return // parked already, and still idle
+	}
+	if len(q.items)-q.nParked == 1 && q.peak > shrinkAfter {
+		// Nothing else is active after a burst: release everything, so
+		// that release makes items anew (see shrinkAfter).
+		q.unparkAll()
+		q.release(it)
+		return
+	}
+	if q.parkLen == parkSize {
+		old := q.parked[q.parkHead]
+		q.parked[q.parkHead] = parkEntry[K, V]{}
+		q.parkHead = (q.parkHead + 1) % parkSize
+		q.parkLen--
+		if old.it.parked && old.it.parkSeq == old.seq {
+			q.release(old.it)
+		}
+	}
+	q.parkSerial++
+	it.parked = true
+	it.parkSeq = q.parkSerial
+	q.nParked++
+	q.parked[(q.parkHead+q.parkLen)%parkSize] = parkEntry[K, V]{it: it, seq: q.parkSerial}
+	q.parkLen++
+}
+
+// unparkAll releases every parked item and empties the ring.
+func (q *Queue[K, V]) unparkAll() {
+	for i := 0; i < q.parkLen; i++ {
+		e := q.parked[(q.parkHead+i)%parkSize]
+		if e.it.parked && e.it.parkSeq == e.seq {
+			q.release(e.it)
+		}
+	}
+	q.parked = [parkSize]parkEntry[K, V]{}
+	q.parkHead, q.parkLen = 0, 0
 }
 
 // Add queues key with value v now. If key is already waiting, only its value
@@ -240,6 +314,9 @@ func (q *Queue[K, V]) AddRateLimited(key K, v V) {
 // Forget clears key's failure count, so its next AddRateLimited waits only
 // BaseDelay. Call it when a key was processed successfully.
 func (q *Queue[K, V]) Forget(key K) {
+	if q.backoffs.none() {
+		return // the common case: no key is failing; spare the lock
+	}
 	q.mu.Lock()
 	q.backoffs.forget(key)
 	q.mu.Unlock()
@@ -258,8 +335,11 @@ func (q *Queue[K, V]) NumRequeues(key K) int {
 type Item[K comparable, V any] struct {
 	Key   K
 	Value V
-	it    *item[K, V]
-	gen   uint64
+	// Started is when Get handed the key out; zero on a queue without
+	// metrics, which does not read the clock.
+	Started time.Time
+	it      *item[K, V]
+	gen     uint64
 }
 
 // Get blocks until a key is ready and returns it with its latest value,
@@ -285,6 +365,7 @@ func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
 	if q.metrics != nil {
 		now := time.Now()
 		it.startedAt = now
+		got.Started = now
 		q.metrics.Depth.Set(float64(q.n))
 		q.metrics.QueueLatency.Observe(now.Sub(it.addedAt).Seconds())
 	}
@@ -293,20 +374,33 @@ func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
 }
 
 // Done marks the key of got as no longer in progress; if it was added
-// meanwhile, it is queued again. Each Item must be passed to Done once.
+// meanwhile, it is queued again. Each Item must be passed to Done (or
+// DoneAt) once.
 func (q *Queue[K, V]) Done(got Item[K, V]) {
+	q.DoneAt(got, time.Time{})
+}
+
+// DoneAt is Done for a worker that has just read the clock: now, when not
+// zero, is taken as the time the work ended, sparing the queue a second
+// reading.
+func (q *Queue[K, V]) DoneAt(got Item[K, V], now time.Time) {
 	q.mu.Lock()
 	it := got.it
 	if it != nil && it.gen == got.gen && it.processing {
 		it.processing = false
 		if q.metrics != nil {
-			q.metrics.WorkDuration.Observe(time.Since(it.startedAt).Seconds())
+			if now.IsZero() {
+				now = time.Now()
+			}
+			q.metrics.WorkDuration.Observe(now.Sub(it.startedAt).Seconds())
 		}
 		switch {
 		case it.dirty && !q.shuttingDown:
 			q.push(it)
-		case it.idle() || q.shuttingDown:
+		case q.shuttingDown:
 			q.release(it)
+		case it.idle():
+			q.park(it)
 		}
 	}
 	q.mu.Unlock()
@@ -325,7 +419,7 @@ func (q *Queue[K, V]) Len() int {
 func (q *Queue[K, V]) Idle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items) == 0
+	return len(q.items) == q.nParked
 }
 
 // ShutDown stops the queue: later adds are dropped, delayed keys are
