@@ -32,14 +32,16 @@ type Queue[K comparable, V any] struct {
 	// still in items: a key added again soon after its Done (a
 	// controller's own status write queues it again) finds its item there
 	// instead of deleting it from items and inserting it again, two
-	// look-ups in a map too big for the CPU's caches. An entry is live
-	// while its item's parked and parkSeq match it; nParked counts the live
-	// ones. The oldest live entry is released when the ring is full.
-	parked     [parkSize]parkEntry[K, V]
-	parkHead   int // oldest entry
-	parkLen    int // entries in the ring, live or stale
-	nParked    int
-	parkSerial uint64
+	// look-ups in a map too big for the CPU's caches. A slot is live while
+	// its item is parked in that slot (an item re-added and idle again is
+	// parked in a newer slot, leaving the older one stale); nParked counts
+	// the live ones. The oldest live item is released when the ring is
+	// full. Parked items hold their key, nothing else (Get dropped the
+	// value).
+	parked   [parkSize]*item[K, V]
+	parkHead int // oldest slot
+	parkLen  int // slots in use, live or stale
+	nParked  int
 
 	// ready holds items waiting for a worker, in FIFO order, as a ring
 	// buffer: head indexes the oldest entry, n counts the live ones.
@@ -60,9 +62,11 @@ type item[K comparable, V any] struct {
 	key   K
 	value V
 
-	dirty      bool // must be processed (again)
-	queued     bool // sits in ready
-	processing bool // a worker holds it
+	dirty      bool  // must be processed (again)
+	queued     bool  // sits in ready
+	processing bool  // a worker holds it
+	parked     bool  // idle, kept in items (see Queue.parked)
+	parkSlot   int32 // its slot in Queue.parked while parked
 
 	addedAt   time.Time // when it became dirty (metrics only)
 	startedAt time.Time // when a worker took it (metrics only)
@@ -71,15 +75,6 @@ type item[K comparable, V any] struct {
 	delayVal V
 
 	gen uint64 // bumped when the item is recycled for another key
-
-	parked  bool   // idle, kept in items (see Queue.parked)
-	parkSeq uint64 // the parked entry that is live for it
-}
-
-// parkEntry is one slot of the parked ring.
-type parkEntry[K comparable, V any] struct {
-	it  *item[K, V]
-	seq uint64
 }
 
 // parkSize is how many idle items a queue keeps at most.
@@ -195,31 +190,32 @@ func (q *Queue[K, V]) park(it *item[K, V]) {
 		return
 	}
 	if q.parkLen == parkSize {
-		old := q.parked[q.parkHead]
-		q.parked[q.parkHead] = parkEntry[K, V]{}
-		q.parkHead = (q.parkHead + 1) % parkSize
+		slot := q.parkHead
+		old := q.parked[slot]
+		q.parked[slot] = nil
+		q.parkHead = (slot + 1) % parkSize
 		q.parkLen--
-		if old.it.parked && old.it.parkSeq == old.seq {
-			q.release(old.it)
+		if old.parked && old.parkSlot == int32(slot) {
+			q.release(old)
 		}
 	}
-	q.parkSerial++
+	slot := (q.parkHead + q.parkLen) % parkSize
 	it.parked = true
-	it.parkSeq = q.parkSerial
+	it.parkSlot = int32(slot)
 	q.nParked++
-	q.parked[(q.parkHead+q.parkLen)%parkSize] = parkEntry[K, V]{it: it, seq: q.parkSerial}
+	q.parked[slot] = it
 	q.parkLen++
 }
 
 // unparkAll releases every parked item and empties the ring.
 func (q *Queue[K, V]) unparkAll() {
 	for i := 0; i < q.parkLen; i++ {
-		e := q.parked[(q.parkHead+i)%parkSize]
-		if e.it.parked && e.it.parkSeq == e.seq {
-			q.release(e.it)
+		slot := (q.parkHead + i) % parkSize
+		if it := q.parked[slot]; it.parked && it.parkSlot == int32(slot) {
+			q.release(it)
 		}
 	}
-	q.parked = [parkSize]parkEntry[K, V]{}
+	q.parked = [parkSize]*item[K, V]{}
 	q.parkHead, q.parkLen = 0, 0
 }
 
