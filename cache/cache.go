@@ -106,8 +106,11 @@ type ResourceIterator interface {
 // Cache is a concurrent, indexed store of resources by type. The zero value
 // is not usable; call New.
 type Cache struct {
-	mu      sync.RWMutex
-	types   map[typeKey]*typeCache
+	mu sync.RWMutex // guards queries, and serialises AddType
+	// types maps each added type to its resources. AddType replaces the
+	// map, never changes it, so every read and write of a resource finds
+	// its type without taking mu.
+	types   atomic.Pointer[map[typeKey]*typeCache]
 	queries map[string]Query
 
 	// onIndexError is told about index functions that fail; it is set
@@ -126,10 +129,9 @@ func (c *Cache) OnIndexError(fn func(index string, res *pbresource.Resource, err
 
 // New returns an empty cache.
 func New() *Cache {
-	return &Cache{
-		types:   make(map[typeKey]*typeCache),
-		queries: make(map[string]Query),
-	}
+	c := &Cache{queries: make(map[string]Query)}
+	c.types.Store(&map[typeKey]*typeCache{})
+	return c
 }
 
 // typeKey identifies a type without its GroupVersion: all versions of a
@@ -169,7 +171,8 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := typeKeyOf(typ)
-	tc, ok := c.types[key]
+	types := *c.types.Load()
+	tc, ok := types[key]
 	if !ok {
 		tc = &typeCache{
 			cache:   c,
@@ -178,7 +181,16 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 			indexes: make(map[string]*index),
 		}
 		tc.addIndex(ownerIndex)
-		c.types[key] = tc
+		// Publish the new type once its indexes are defined (deferred
+		// calls run last to first: after tc.mu's unlock, before c.mu's).
+		defer func() {
+			grown := make(map[typeKey]*typeCache, len(types)+1)
+			for k, v := range types {
+				grown[k] = v
+			}
+			grown[key] = tc
+			c.types.Store(&grown)
+		}()
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -226,9 +238,7 @@ func (c *Cache) HasIndex(typ *pbresource.Type, name string) bool {
 }
 
 func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
-	c.mu.RLock()
-	tc, ok := c.types[typeKeyOf(typ)]
-	c.mu.RUnlock()
+	tc, ok := (*c.types.Load())[typeKeyOf(typ)]
 	if !ok {
 		return nil, fmt.Errorf("the cache does not hold type %s: watch it (controller.WithWatch) to read it from the cache", resource.TypeString(typ))
 	}

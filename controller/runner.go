@@ -163,16 +163,23 @@ func (w *worker) run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		w.reconcile(ctx, item.Key, item.Value)
-		w.q.Done(item)
+		end := w.reconcile(ctx, item.Key, item.Value, item.Started)
+		w.q.DoneAt(item, end)
 	}
 }
 
-func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req reconcile.Request) {
-	start := time.Now()
+// reconcile runs one reconcile of req, taken from the queue at start (zero
+// if the queue did not read the clock), and returns when it ended. The
+// reconcile-time metric and the queue's work duration share that one
+// reading of the clock.
+func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, start time.Time) time.Time {
+	if start.IsZero() {
+		start = time.Now()
+	}
 	rt := w.runtimeFor(req)
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
-	w.met.time.Observe(time.Since(start).Seconds())
+	end := time.Now()
+	w.met.time.Observe(end.Sub(start).Seconds())
 	if reconcile.IsTerminalError(err) {
 		w.met.terminal.Inc()
 		w.met.errors.Inc()
@@ -180,7 +187,7 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 		if ctx.Err() == nil {
 			w.logger.Error("reconcile failed with a terminal error; not retrying", "request", key.String(), "error", err)
 		}
-		return
+		return end
 	}
 	if d, ok := requeueAfter(err); ok {
 		w.q.Forget(key)
@@ -191,7 +198,7 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 			w.met.requeueAfter.Inc()
 			w.q.AddAfter(key, req, d)
 		}
-		return
+		return end
 	}
 	if err != nil {
 		w.met.failure.Inc()
@@ -203,10 +210,11 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 			w.logger.Error("reconcile failed; retrying with backoff", "request", key.String(), "error", err, "retries", w.q.NumRequeues(key))
 		}
 		w.q.AddRateLimited(key, req)
-		return
+		return end
 	}
 	w.met.success.Inc()
 	w.q.Forget(key)
+	return end
 }
 
 // panicError is a recovered panic, reported as an error.

@@ -136,3 +136,42 @@ func BenchmarkW5(b *testing.B) {
 	b.ReportMetric(float64(drainTotal.Milliseconds())/float64(b.N), "ms-drain")
 	b.ReportMetric(float64(addTotal.Nanoseconds())/float64(b.N*n), "ns/add")
 }
+
+// BenchmarkReAdd is the queue's part of W1: a burst of 10,000 keys, one
+// worker, and each key added once more lag Dones after its first Done (the
+// event of the status write its reconcile made), metrics on. Parked items
+// serve the second add.
+func BenchmarkReAdd(b *testing.B) {
+	for _, lag := range []int{0, 8, 64} {
+		b.Run(fmt.Sprintf("lag=%d", lag), func(b *testing.B) {
+			const n = 10000
+			ks := keys(n)
+			m := benchMetrics(b)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				q := New[benchKey, int](Options{Metrics: m})
+				for _, k := range ks {
+					q.Add(k, 1)
+				}
+				var pending []benchKey
+				for q.Len() > 0 {
+					got, _ := q.Get()
+					q.Done(got)
+					if got.Value == 1 {
+						pending = append(pending, got.Key)
+					}
+					if len(pending) > lag {
+						q.Add(pending[0], 2)
+						pending = pending[1:]
+					}
+					if q.Len() == 0 {
+						for _, k := range pending {
+							q.Add(k, 2)
+						}
+						pending = nil
+					}
+				}
+			}
+		})
+	}
+}

@@ -28,6 +28,21 @@ type Queue[K comparable, V any] struct {
 	slab  []item[K, V] // fresh items, allocated in chunks
 	peak  int          // most keys held at once since items was last made
 
+	// parked holds items that went idle recently, in the order they did,
+	// still in items: a key added again soon after its Done (a
+	// controller's own status write queues it again) finds its item there
+	// instead of deleting it from items and inserting it again, two
+	// look-ups in a map too big for the CPU's caches. A slot is live while
+	// its item is parked in that slot (an item re-added and idle again is
+	// parked in a newer slot, leaving the older one stale); nParked counts
+	// the live ones. The oldest live item is released when the ring is
+	// full. Parked items hold their key, nothing else (Get dropped the
+	// value).
+	parked   [parkSize]*item[K, V]
+	parkHead int // oldest slot
+	parkLen  int // slots in use, live or stale
+	nParked  int
+
 	// ready holds items waiting for a worker, in FIFO order, as a ring
 	// buffer: head indexes the oldest entry, n counts the live ones.
 	ready []*item[K, V]
@@ -47,9 +62,11 @@ type item[K comparable, V any] struct {
 	key   K
 	value V
 
-	dirty      bool // must be processed (again)
-	queued     bool // sits in ready
-	processing bool // a worker holds it
+	dirty      bool  // must be processed (again)
+	queued     bool  // sits in ready
+	processing bool  // a worker holds it
+	parked     bool  // idle, kept in items (see Queue.parked)
+	parkSlot   int32 // its slot in Queue.parked while parked
 
 	addedAt   time.Time // when it became dirty (metrics only)
 	startedAt time.Time // when a worker took it (metrics only)
@@ -59,6 +76,9 @@ type item[K comparable, V any] struct {
 
 	gen uint64 // bumped when the item is recycled for another key
 }
+
+// parkSize is how many idle items a queue keeps at most.
+const parkSize = 256
 
 func (it *item[K, V]) idle() bool {
 	return !it.dirty && !it.processing && it.delayAt == 0
@@ -99,7 +119,7 @@ func New[K comparable, V any](opts Options) *Queue[K, V] {
 		metrics: opts.Metrics,
 	}
 	q.cond.L = &q.mu
-	q.backoffs = newBackoffs[K](opts.BaseDelay, opts.MaxDelay)
+	q.backoffs.init(opts.BaseDelay, opts.MaxDelay)
 	q.delayed.init(q)
 	return q
 }
@@ -107,6 +127,10 @@ func New[K comparable, V any](opts Options) *Queue[K, V] {
 // lookup returns key's item, creating it if needed.
 func (q *Queue[K, V]) lookup(key K) *item[K, V] {
 	if it, ok := q.items[key]; ok {
+		if it.parked {
+			it.parked = false // the caller makes it dirty or delayed
+			q.nParked--
+		}
 		return it
 	}
 	var it *item[K, V]
@@ -138,6 +162,9 @@ const shrinkAfter = 4096
 
 // release forgets an item that is no longer waiting, running or delayed.
 func (q *Queue[K, V]) release(it *item[K, V]) {
+	if it.parked {
+		q.nParked--
+	}
 	delete(q.items, it.key)
 	*it = item[K, V]{gen: it.gen + 1}
 	if len(q.free) < 1024 {
@@ -147,6 +174,49 @@ func (q *Queue[K, V]) release(it *item[K, V]) {
 		q.items = make(map[K]*item[K, V])
 		q.peak = 0
 	}
+}
+
+// park keeps an item that went idle in items for a while (see
+// Queue.parked), releasing the oldest parked one if the ring is full.
+func (q *Queue[K, V]) park(it *item[K, V]) {
+	if it.parked {
+		return // parked already, and still idle
+	}
+	if len(q.items)-q.nParked == 1 && q.peak > shrinkAfter {
+		// Nothing else is active after a burst: release everything, so
+		// that release makes items anew (see shrinkAfter).
+		q.unparkAll()
+		q.release(it)
+		return
+	}
+	if q.parkLen == parkSize {
+		slot := q.parkHead
+		old := q.parked[slot]
+		q.parked[slot] = nil
+		q.parkHead = (slot + 1) % parkSize
+		q.parkLen--
+		if old.parked && old.parkSlot == int32(slot) {
+			q.release(old)
+		}
+	}
+	slot := (q.parkHead + q.parkLen) % parkSize
+	it.parked = true
+	it.parkSlot = int32(slot)
+	q.nParked++
+	q.parked[slot] = it
+	q.parkLen++
+}
+
+// unparkAll releases every parked item and empties the ring.
+func (q *Queue[K, V]) unparkAll() {
+	for i := 0; i < q.parkLen; i++ {
+		slot := (q.parkHead + i) % parkSize
+		if it := q.parked[slot]; it.parked && it.parkSlot == int32(slot) {
+			q.release(it)
+		}
+	}
+	q.parked = [parkSize]*item[K, V]{}
+	q.parkHead, q.parkLen = 0, 0
 }
 
 // Add queues key with value v now. If key is already waiting, only its value
@@ -240,6 +310,9 @@ func (q *Queue[K, V]) AddRateLimited(key K, v V) {
 // Forget clears key's failure count, so its next AddRateLimited waits only
 // BaseDelay. Call it when a key was processed successfully.
 func (q *Queue[K, V]) Forget(key K) {
+	if q.backoffs.none() {
+		return // the common case: no key is failing; spare the lock
+	}
 	q.mu.Lock()
 	q.backoffs.forget(key)
 	q.mu.Unlock()
@@ -258,8 +331,11 @@ func (q *Queue[K, V]) NumRequeues(key K) int {
 type Item[K comparable, V any] struct {
 	Key   K
 	Value V
-	it    *item[K, V]
-	gen   uint64
+	// Started is when Get handed the key out; zero on a queue without
+	// metrics, which does not read the clock.
+	Started time.Time
+	it      *item[K, V]
+	gen     uint64
 }
 
 // Get blocks until a key is ready and returns it with its latest value,
@@ -285,6 +361,7 @@ func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
 	if q.metrics != nil {
 		now := time.Now()
 		it.startedAt = now
+		got.Started = now
 		q.metrics.Depth.Set(float64(q.n))
 		q.metrics.QueueLatency.Observe(now.Sub(it.addedAt).Seconds())
 	}
@@ -293,20 +370,33 @@ func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
 }
 
 // Done marks the key of got as no longer in progress; if it was added
-// meanwhile, it is queued again. Each Item must be passed to Done once.
+// meanwhile, it is queued again. Each Item must be passed to Done (or
+// DoneAt) once.
 func (q *Queue[K, V]) Done(got Item[K, V]) {
+	q.DoneAt(got, time.Time{})
+}
+
+// DoneAt is Done for a worker that has just read the clock: now, when not
+// zero, is taken as the time the work ended, sparing the queue a second
+// reading.
+func (q *Queue[K, V]) DoneAt(got Item[K, V], now time.Time) {
 	q.mu.Lock()
 	it := got.it
 	if it != nil && it.gen == got.gen && it.processing {
 		it.processing = false
 		if q.metrics != nil {
-			q.metrics.WorkDuration.Observe(time.Since(it.startedAt).Seconds())
+			if now.IsZero() {
+				now = time.Now()
+			}
+			q.metrics.WorkDuration.Observe(now.Sub(it.startedAt).Seconds())
 		}
 		switch {
 		case it.dirty && !q.shuttingDown:
 			q.push(it)
-		case it.idle() || q.shuttingDown:
+		case q.shuttingDown:
 			q.release(it)
+		case it.idle():
+			q.park(it)
 		}
 	}
 	q.mu.Unlock()
@@ -325,7 +415,7 @@ func (q *Queue[K, V]) Len() int {
 func (q *Queue[K, V]) Idle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items) == 0
+	return len(q.items) == q.nParked
 }
 
 // ShutDown stops the queue: later adds are dropped, delayed keys are

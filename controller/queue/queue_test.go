@@ -176,3 +176,112 @@ func TestMetrics(t *testing.T) {
 	q.AddRateLimited("c", 1)
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.Retries))
 }
+
+// A key that went idle is parked: still idle to Idle, found again by a
+// later Add, and released once parkSize newer keys went idle after it.
+func TestParkedKeys(t *testing.T) {
+	q := New[int, int](Options{})
+	q.Add(0, 1)
+	got, _ := q.Get()
+	q.Done(got)
+	assert.True(t, q.Idle(), "a parked key does not count")
+	parked := q.items[0]
+	require.NotNil(t, parked, "the idle key stays in items")
+
+	q.Add(0, 2)
+	assert.False(t, q.Idle())
+	got, _ = q.Get()
+	assert.Equal(t, 2, got.Value)
+	assert.Same(t, parked, got.it, "the parked item is reused")
+	q.Done(got)
+	assert.True(t, q.Idle())
+
+	for k := 1; k <= parkSize; k++ {
+		q.Add(k, k)
+		got, _ := q.Get()
+		q.Done(got)
+	}
+	assert.True(t, q.Idle())
+	assert.NotContains(t, q.items, 0, "the oldest parked key is released when the ring is full")
+	assert.Len(t, q.items, parkSize)
+	assert.Equal(t, parkSize, q.nParked)
+
+	// Re-adding a parked key while the ring holds a stale entry for it, then
+	// letting it go idle again, keeps one live entry per key.
+	q.Add(1, 1)
+	got, _ = q.Get()
+	q.Done(got)
+	assert.Len(t, q.items, parkSize)
+	assert.Equal(t, parkSize, q.nParked)
+	assert.True(t, q.Idle())
+
+	// A delayed or failed key is not idle while it waits.
+	q.AddAfter(2, 1, time.Hour)
+	assert.False(t, q.Idle())
+	q.ShutDown()
+	assert.True(t, q.Idle())
+}
+
+// After a burst of more than shrinkAfter keys, the queue drops its parked
+// keys once nothing is active, so the map can be made anew.
+func TestParkedKeysReleasedAfterBurst(t *testing.T) {
+	q := New[int, int](Options{})
+	for k := 0; k <= shrinkAfter; k++ {
+		q.Add(k, k)
+	}
+	for k := 0; k <= shrinkAfter; k++ {
+		got, _ := q.Get()
+		q.Done(got)
+	}
+	assert.True(t, q.Idle())
+	assert.Empty(t, q.items)
+	assert.Zero(t, q.nParked)
+	assert.Zero(t, q.peak, "the map was made anew")
+}
+
+// Get stamps the item with the time it was handed out (with metrics on), and
+// DoneAt takes the caller's reading of the clock as the end of the work.
+func TestStartedAndDoneAt(t *testing.T) {
+	work := &observations{}
+	m := &Metrics{
+		Depth:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "d"}),
+		Adds:         prometheus.NewCounter(prometheus.CounterOpts{Name: "a"}),
+		QueueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "l"}),
+		WorkDuration: work,
+		Retries:      prometheus.NewCounter(prometheus.CounterOpts{Name: "r"}),
+	}
+	q := New[string, int](Options{Metrics: m})
+	before := time.Now()
+	q.Add("a", 1)
+	got, _ := q.Get()
+	assert.False(t, got.Started.Before(before))
+	q.DoneAt(got, got.Started.Add(5*time.Second))
+	assert.Equal(t, []float64{5}, work.values)
+
+	plain := New[string, int](Options{})
+	plain.Add("a", 1)
+	got, _ = plain.Get()
+	assert.True(t, got.Started.IsZero(), "no clock reading without metrics")
+	plain.Done(got)
+}
+
+// Forget without a failing key takes no lock; with one it clears it.
+func TestForget(t *testing.T) {
+	q := New[string, int](Options{BaseDelay: time.Millisecond})
+	q.Forget("a")
+	assert.True(t, q.backoffs.none())
+	q.AddRateLimited("a", 1)
+	q.AddRateLimited("b", 1)
+	assert.False(t, q.backoffs.none())
+	q.Forget("a")
+	assert.Equal(t, 0, q.NumRequeues("a"))
+	assert.Equal(t, 1, q.NumRequeues("b"))
+	assert.False(t, q.backoffs.none())
+	q.Forget("b")
+	assert.True(t, q.backoffs.none())
+}
+
+// observations is a prometheus.Observer that keeps what it is given.
+type observations struct{ values []float64 }
+
+func (o *observations) Observe(v float64) { o.values = append(o.values, v) }
