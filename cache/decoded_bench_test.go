@@ -96,32 +96,14 @@ func BenchmarkDecodedRead(b *testing.B) {
 	})
 	// Ten resources under one owner, read-only.
 	run("list10-readonly/decode-per-read", func(i int) error {
-		rs, err := c.ListReadOnly(widgetType, cache.OwnerIndex, owners[i%len(owners)])
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			if _, err := resource.DecodeResource[*pbfoov1.Bar](r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return decodeEach(c.ListReadOnly(widgetType, cache.OwnerIndex, owners[i%len(owners)]))
 	})
 	run("list10-readonly/decoded-once", func(i int) error {
 		_, err := cache.ListDecodedReadOnly[*pbfoov1.Bar](c, widgetType, cache.OwnerIndex, owners[i%len(owners)])
 		return err
 	})
 	run("list10/decode-per-read", func(i int) error {
-		rs, err := c.List(widgetType, cache.OwnerIndex, owners[i%len(owners)])
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			if _, err := resource.DecodeResource[*pbfoov1.Bar](r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return decodeEach(c.List(widgetType, cache.OwnerIndex, owners[i%len(owners)]))
 	})
 	run("list10/decoded-once", func(i int) error {
 		_, err := cache.ListDecoded[*pbfoov1.Bar](c, widgetType, cache.OwnerIndex, owners[i%len(owners)])
@@ -147,4 +129,18 @@ func BenchmarkDecodedMemory(b *testing.B) {
 		runtime.KeepAlive(ids)
 	}
 	b.ReportMetric(perEntry/float64(b.N), "B/entry-decoded")
+}
+
+// decodeEach decodes the Data of every listed resource, as a reader without
+// typed reads would.
+func decodeEach(rs []*pbresource.Resource, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if _, err := resource.DecodeResource[*pbfoov1.Bar](r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
