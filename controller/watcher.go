@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,12 +67,12 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
-		switch status.Code(err) {
-		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
+		if isSetupError(err) {
 			// Retrying will not help until someone fixes the setup (e.g.
-			// registers the type on the server); say so loudly.
+			// registers the type on the server, or gives the Manager a
+			// token); say so loudly.
 			logger.Error("cannot watch type; retrying", "error", err, "retry_in", wait)
-		default:
+		} else {
 			logger.Debug("watch stream ended; re-opening", "error", err, "retry_in", wait)
 		}
 		t := time.NewTimer(wait)
@@ -166,4 +167,18 @@ func dropID(list []*pbresource.Resource, id *pbresource.ID) []*pbresource.Resour
 		}
 	}
 	return out
+}
+
+// isSetupError reports whether a watch failed for a reason only a change of
+// setup can cure: a bad request, a type the server does not know, or a
+// caller without the right to watch. Consul answers a missing or unknown
+// ACL token with Internal "ACL not found", so that counts too.
+func isSetupError(err error) bool {
+	switch st, _ := status.FromError(err); st.Code() {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
+		return true
+	case codes.Internal:
+		return strings.Contains(st.Message(), "ACL not found")
+	}
+	return false
 }
