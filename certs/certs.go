@@ -78,7 +78,9 @@ func ServerConfig(f Files, opts ...Option) (*tls.Config, error) {
 
 // ClientConfig returns a TLS config that verifies the server against f.CA
 // (the system's roots when empty) and presents f.Cert and f.Key when both
-// are set.
+// are set, read again when they change. The CA is the one in the file when
+// the config is made: to follow a renewed CA, make a config per connection
+// (as package dial does).
 func ClientConfig(f Files, opts ...Option) (*tls.Config, error) {
 	if (f.Cert == "") != (f.Key == "") {
 		return nil, errors.New("TLS: a client certificate needs both its certificate and its key file")
@@ -87,39 +89,13 @@ func ClientConfig(f Files, opts ...Option) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.CA != "" {
-		// The pool is read once per handshake through VerifyConnection, so
-		// a renewed CA file applies to new connections.
-		c.InsecureSkipVerify = true // verification is done below, against the current pool
-		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			return verifyServer(cs, r.current().pool)
-		}
-	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: r.m.pool}
 	if f.Cert != "" {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return r.current().cert, nil
 		}
 	}
 	return c, nil
-}
-
-// verifyServer does what crypto/tls does for a client with RootCAs set.
-func verifyServer(cs tls.ConnectionState, roots *x509.CertPool) error {
-	if cs.ServerName == "" {
-		return errors.New("TLS: no server name to verify the server's certificate against")
-	}
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("TLS: the server sent no certificate")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
-		DNSName: cs.ServerName, Roots: roots, Intermediates: inter,
-	})
-	return err
 }
 
 // material is one loaded set of files.

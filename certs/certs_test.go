@@ -1,16 +1,8 @@
 package certs_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,56 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/certs"
+	"github.com/loomrt/loom/internal/testcerts"
 )
-
-// authority is a test CA that signs leaf certificates.
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newAuthority(t *testing.T, name string) *authority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-var serial int64 = 100
-
-// leaf returns the PEM certificate and key of a leaf named name.
-func (a *authority) leaf(t *testing.T, name string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name}, DNSNames: []string{"localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 func write(t *testing.T, path string, data []byte) string {
 	t.Helper()
-	require.NoError(t, os.WriteFile(path, data, 0o600))
-	return path
+	return testcerts.Write(t, path, data)
 }
 
 // handshake connects a client with cc to a server with sc over a pipe and
@@ -112,13 +60,13 @@ func handshake(t *testing.T, sc, cc *tls.Config) (serverName, clientName string,
 
 func TestServerReloadsRenewedCertificate(t *testing.T) {
 	dir := t.TempDir()
-	ca := newAuthority(t, "ca")
-	c1, k1 := ca.leaf(t, "server-1")
+	ca := testcerts.NewAuthority(t, "ca")
+	c1, k1 := ca.Leaf(t, "server-1")
 	files := certs.Files{Cert: write(t, filepath.Join(dir, "tls.crt"), c1), Key: write(t, filepath.Join(dir, "tls.key"), k1)}
 	var reloadErrs []error
 	sc, err := certs.ServerConfig(files, certs.CheckEvery(0), certs.OnReloadError(func(err error) { reloadErrs = append(reloadErrs, err) }))
 	require.NoError(t, err)
-	cc, err := certs.ClientConfig(certs.Files{CA: write(t, filepath.Join(dir, "ca.crt"), ca.pem)})
+	cc, err := certs.ClientConfig(certs.Files{CA: write(t, filepath.Join(dir, "ca.crt"), ca.PEM)})
 	require.NoError(t, err)
 
 	name, _, err := handshake(t, sc, cc)
@@ -126,7 +74,7 @@ func TestServerReloadsRenewedCertificate(t *testing.T) {
 	assert.Equal(t, "server-1", name)
 
 	// Renewed: the next handshake presents the new certificate.
-	c2, k2 := ca.leaf(t, "server-2")
+	c2, k2 := ca.Leaf(t, "server-2")
 	write(t, files.Cert, c2)
 	write(t, files.Key, k2)
 	name, _, err = handshake(t, sc, cc)
@@ -134,7 +82,7 @@ func TestServerReloadsRenewedCertificate(t *testing.T) {
 	assert.Equal(t, "server-2", name)
 
 	// Half written (a certificate without its key): the previous one stays.
-	c3, _ := ca.leaf(t, "server-3")
+	c3, _ := ca.Leaf(t, "server-3")
 	write(t, files.Cert, c3)
 	name, _, err = handshake(t, sc, cc)
 	require.NoError(t, err)
@@ -146,9 +94,9 @@ func TestServerReloadsRenewedCertificate(t *testing.T) {
 
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, other := newAuthority(t, "ca"), newAuthority(t, "other-ca")
-	sCert, sKey := ca.leaf(t, "server")
-	caFile := write(t, filepath.Join(dir, "ca.crt"), ca.pem)
+	ca, other := testcerts.NewAuthority(t, "ca"), testcerts.NewAuthority(t, "other-ca")
+	sCert, sKey := ca.Leaf(t, "server")
+	caFile := write(t, filepath.Join(dir, "ca.crt"), ca.PEM)
 	sc, err := certs.ServerConfig(certs.Files{
 		Cert: write(t, filepath.Join(dir, "s.crt"), sCert), Key: write(t, filepath.Join(dir, "s.key"), sKey), CA: caFile,
 	})
@@ -159,13 +107,13 @@ func TestMutualTLS(t *testing.T) {
 	_, _, err = handshake(t, sc, noCert)
 	require.Error(t, err, "a client without a certificate is refused")
 
-	oc, ok := other.leaf(t, "stranger")
+	oc, ok := other.Leaf(t, "stranger")
 	strangerCfg, err := certs.ClientConfig(certs.Files{CA: caFile, Cert: write(t, filepath.Join(dir, "o.crt"), oc), Key: write(t, filepath.Join(dir, "o.key"), ok)})
 	require.NoError(t, err)
 	_, _, err = handshake(t, sc, strangerCfg)
 	require.Error(t, err, "a certificate from another CA is refused")
 
-	cc, ck := ca.leaf(t, "client")
+	cc, ck := ca.Leaf(t, "client")
 	good, err := certs.ClientConfig(certs.Files{CA: caFile, Cert: write(t, filepath.Join(dir, "c.crt"), cc), Key: write(t, filepath.Join(dir, "c.key"), ck)})
 	require.NoError(t, err)
 	serverName, clientName, err := handshake(t, sc, good)
@@ -174,7 +122,7 @@ func TestMutualTLS(t *testing.T) {
 	assert.Equal(t, "client", clientName)
 
 	// The client refuses a server its CA did not sign.
-	oCert, oKey := other.leaf(t, "impostor")
+	oCert, oKey := other.Leaf(t, "impostor")
 	impostor, err := certs.ServerConfig(certs.Files{Cert: write(t, filepath.Join(dir, "i.crt"), oCert), Key: write(t, filepath.Join(dir, "i.key"), oKey)})
 	require.NoError(t, err)
 	_, _, err = handshake(t, impostor, good)
