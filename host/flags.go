@@ -16,7 +16,10 @@ const (
 	// DefaultGRPCAddr is where the gRPC server listens unless -grpc-addr
 	// says otherwise. It is also Consul's gRPC port: pick another one
 	// (-grpc-addr) to run beside a Consul agent.
-	DefaultGRPCAddr        = "127.0.0.1:8502"
+	DefaultGRPCAddr = "127.0.0.1:8502"
+	// DefaultHTTPAddr is where the HTTP endpoints listen unless -http-addr
+	// says otherwise.
+	DefaultHTTPAddr        = "127.0.0.1:8501"
 	defaultShutdownTimeout = 10 * time.Second
 
 	// shutdownStreamGrace is how long streams get, once shutdown begins,
@@ -49,6 +52,11 @@ type config struct {
 	maxResource     int
 	reflection      bool
 	etcd            etcdFlags
+
+	tlsCert, tlsKey, tlsClientCA string
+	aclFile                      string
+	httpAddr                     string
+	pprof                        bool
 }
 
 func parseFlags(o *options, args []string, output io.Writer) (config, error) {
@@ -83,6 +91,12 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
 		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
 	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
+	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
+	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
 	f.etcd.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -101,6 +115,15 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.maxResource <= 0 {
 		return f, usagef("-max-resource-bytes must be positive")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return f, usagef("-tls-cert and -tls-key go together")
+	}
+	if f.tlsClientCA != "" && f.tlsCert == "" {
+		return f, usagef("-tls-client-ca needs -tls-cert and -tls-key (mutual TLS is TLS first)")
+	}
+	if f.pprof && f.httpAddr == "" {
+		return f, usagef("-pprof needs -http-addr")
 	}
 	switch f.storage {
 	case "inmem":

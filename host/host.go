@@ -28,7 +28,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -48,6 +53,7 @@ import (
 type Host struct {
 	registry resource.Registry
 	mgr      *controller.Manager
+	metrics  prometheus.Registerer
 	logger   hclog.Logger
 	dev      bool
 }
@@ -58,6 +64,10 @@ func (h *Host) Registry() resource.Registry { return h.registry }
 // Manager returns the controller Manager, with the reaper already
 // registered; register your controllers on it.
 func (h *Host) Manager() *controller.Manager { return h.mgr }
+
+// Metrics returns where to register the user's own Prometheus metrics:
+// they are served on /metrics beside the host's.
+func (h *Host) Metrics() prometheus.Registerer { return h.metrics }
 
 // Logger returns the host's logger, for the user's controllers.
 func (h *Host) Logger() hclog.Logger { return h.logger }
@@ -143,6 +153,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		JSONFormat: f.logJSON,
 	})
 
+	// The security files first: a missing or malformed one stops the host
+	// before it touches storage, and it never serves without them.
+	tlsOpt, err := tlsOption(f, logger.Named("tls"))
+	if err != nil {
+		return err
+	}
+	acls, err := aclSource(f, logger.Named("acl"))
+	if err != nil {
+		return err
+	}
+
 	// What the storage needs: the backend, the leader lease (nil: this
 	// server is always the leader) and what to close when the server has
 	// stopped.
@@ -166,17 +187,28 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	// The server reads the registry on every request, so the types the
 	// user registers below are served.
 	registry := resource.NewRegistry()
-	svc := server.New(server.Config{
+	svcCfg := server.Config{
 		Backend:          backend,
 		Registry:         registry,
 		Logger:           logger.Named("resource"),
 		MaxResourceBytes: f.maxResource,
-	})
+	}
+	if acls != nil {
+		// Every network caller is checked; the host's own controllers
+		// and reaper (in process, which no caller can pose as) are not.
+		svcCfg.ACLResolver = server.TrustInProcess(acls.Resolve)
+	}
+	svc := server.New(svcCfg)
+
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	grpcMetrics := grpcprom.NewServerMetrics()
+	metrics.MustRegister(grpcMetrics)
 
 	// The controllers run in this process and talk to the service directly.
 	// A single in-memory server is always the leader; on etcd the servers
 	// elect one.
-	var mgrOpts []controller.ManagerOption
+	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
 	if lease != nil {
 		mgrOpts = append(mgrOpts, controller.WithLease(lease))
 	}
@@ -187,18 +219,25 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	if err := mgr.Register(reaper.Controller()); err != nil {
 		return err
 	}
-	h := &Host{registry: registry, mgr: mgr, logger: logger, dev: f.dev}
+	h := &Host{registry: registry, mgr: mgr, metrics: metrics, logger: logger, dev: f.dev}
 	if register != nil {
 		if err := register(h); err != nil {
 			return fmt.Errorf("registering types and controllers: %w", err)
 		}
 	}
 
+	var serving atomic.Bool // for /readyz
 	lis, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) && f.grpcAddr == DefaultGRPCAddr {
 			err = fmt.Errorf("%w (a Consul agent's gRPC port is 8502 too: choose another with -grpc-addr)", err)
 		}
+		return err
+	}
+
+	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr})
+	if err != nil {
+		lis.Close()
 		return err
 	}
 
@@ -213,19 +252,35 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	shuttingDown, beginShutdown := context.WithCancel(context.Background())
 	defer beginShutdown()
 	var unary unaryTracker
-	gs := grpc.NewServer(append(svc.ServerOptions(),
-		grpc.ChainStreamInterceptor(endStreamsOnShutdown(shuttingDown)),
-		grpc.ChainUnaryInterceptor(unary.intercept),
-	)...)
+	grpcOpts := append(svc.ServerOptions(),
+		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
+		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
+	)
+	if tlsOpt != nil {
+		grpcOpts = append(grpcOpts, tlsOpt)
+	}
+	gs := grpc.NewServer(grpcOpts...)
 	svc.Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	if f.reflection {
 		registerReflection(gs)
 	}
+	grpcMetrics.InitializeMetrics(gs)
+
+	aclCtx, stopACL := context.WithCancel(context.Background())
+	defer stopACL()
+	if acls != nil {
+		go acls.Run(aclCtx, 0)
+	}
 
 	serveErr := make(chan error, 1)
+	serving.Store(true)
 	go func() { serveErr <- gs.Serve(lis) }()
+	if httpSrv != nil {
+		httpSrv.serve(logger.Named("http"))
+		defer httpSrv.stop(f.shutdownTimeout, logger.Named("http"))
+	}
 
 	if f.dev {
 		logger.Info("development server: resources are kept in memory and lost on exit",
@@ -245,6 +300,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
+	serving.Store(false)
 	healthSrv.Shutdown()
 	svc.Shutdown()
 	beginShutdown()

@@ -54,7 +54,9 @@ func startServer(t *testing.T, args ...string) (addr string, log *syncBuffer, st
 	ctx, cancel := context.WithCancel(context.Background())
 	log = &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"server"}, args...), io.Discard, log) }()
+	// The HTTP endpoints on a free port too, so servers run side by side.
+	args = append([]string{"server", "-http-addr", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, io.Discard, log) }()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
