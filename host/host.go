@@ -13,8 +13,16 @@
 //		})
 //	}
 //
-// The host owns its command line (run the binary with -h for the flags).
+// The host owns its command line (run the binary with -h for the flags):
+// TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
+// TLS), ACLs (-acl-file; the host's own controllers are never blocked), and
+// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof). A
+// certificate or ACL file that cannot be loaded stops it at start.
 // cmd/loom's `loom server` is such a host, serving the example types.
+//
+// Not built yet: a helper for controllers in another process to dial a
+// server with a token, limits on streams per connection and on handshakes,
+// an audit log line per denied request, and storage and watch gauges.
 package host
 
 import (
