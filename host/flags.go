@@ -22,6 +22,14 @@ const (
 	DefaultHTTPAddr        = "127.0.0.1:8501"
 	defaultShutdownTimeout = 10 * time.Second
 
+	// defaultHandshakeTimeout bounds a new connection's handshakes (gRPC's
+	// own default, 120 s, lets idle TCP connections that never speak
+	// HTTP/2 pile up).
+	defaultHandshakeTimeout = 10 * time.Second
+	// defaultMaxStreams is the concurrent streams per connection, as in
+	// Consul's agent.
+	defaultMaxStreams = 2048
+
 	// shutdownStreamGrace is how long streams get, once shutdown begins,
 	// to deliver their final status before the connections still open are
 	// closed (as soon as no unary RPC is running). A client that reads
@@ -57,6 +65,9 @@ type config struct {
 	aclFile                      string
 	httpAddr                     string
 	pprof                        bool
+
+	handshakeTimeout time.Duration
+	maxStreams       uint
 }
 
 func parseFlags(o *options, args []string, output io.Writer) (config, error) {
@@ -97,6 +108,10 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
+	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", defaultHandshakeTimeout,
+		"how long a new gRPC connection may take to complete its TLS and HTTP/2 handshakes before it is closed")
+	fs.UintVar(&f.maxStreams, "max-streams-per-conn", defaultMaxStreams,
+		"most concurrent gRPC streams (calls and watches) one connection may have open; a client waits for one to end before opening another")
 	f.etcd.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -121,6 +136,12 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.tlsClientCA != "" && f.tlsCert == "" {
 		return f, usagef("-tls-client-ca needs -tls-cert and -tls-key (mutual TLS is TLS first)")
+	}
+	if f.handshakeTimeout <= 0 {
+		return f, usagef("-handshake-timeout must be positive")
+	}
+	if f.maxStreams == 0 || f.maxStreams > 1<<31-1 {
+		return f, usagef("-max-streams-per-conn must be between 1 and 2147483647")
 	}
 	if f.pprof && f.httpAddr == "" {
 		return f, usagef("-pprof needs -http-addr")

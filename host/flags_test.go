@@ -39,6 +39,13 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-dev", "-max-resource-bytes", "0"}, wantErr: "-max-resource-bytes", usage: true},
 		{args: []string{"-dev", "extra"}, wantErr: `unexpected argument "extra"`, usage: true},
 		{args: []string{"-nope"}, wantErr: "-nope", usage: true},
+		{args: []string{"-dev", "-handshake-timeout", "0s"}, wantErr: "-handshake-timeout", usage: true},
+		{args: []string{"-dev", "-max-streams-per-conn", "0"}, wantErr: "-max-streams-per-conn", usage: true},
+		{args: []string{"-dev", "-tls-key", "k.pem"}, wantErr: "-tls-cert and -tls-key", usage: true},
+		{args: []string{"-dev", "-tls-client-ca", "ca.pem"}, wantErr: "-tls-client-ca needs", usage: true},
+		{args: []string{"-dev", "-http-addr", "", "-pprof"}, wantErr: "-pprof needs", usage: true},
+		{args: []string{"-dev", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-client-ca", "ca.pem", "-acl-file", "acl.yaml",
+			"-http-addr", "", "-reflection=false", "-handshake-timeout", "1s", "-max-streams-per-conn", "10"}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

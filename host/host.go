@@ -15,14 +15,16 @@
 //
 // The host owns its command line (run the binary with -h for the flags):
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
-// TLS), ACLs (-acl-file; the host's own controllers are never blocked), and
-// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof). A
+// TLS), ACLs (-acl-file; the host's own controllers are never blocked),
+// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
+// limits on connections (-handshake-timeout, -max-streams-per-conn). A
 // certificate or ACL file that cannot be loaded stops it at start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // Not built yet: a helper for controllers in another process to dial a
-// server with a token, limits on streams per connection and on handshakes,
-// an audit log line per denied request, and storage and watch gauges.
+// server with a token, limits on message and name sizes, keepalive
+// enforcement, an audit log line per denied request, and storage and watch
+// gauges.
 package host
 
 import (
@@ -264,6 +266,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
 		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
 	)
+	grpcOpts = append(grpcOpts,
+		grpc.ConnectionTimeout(f.handshakeTimeout),
+		grpc.MaxConcurrentStreams(uint32(f.maxStreams)))
 	if tlsOpt != nil {
 		grpcOpts = append(grpcOpts, tlsOpt)
 	}

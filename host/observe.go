@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -74,6 +75,9 @@ func listenHTTP(f config, g prometheus.Gatherer, ready readiness) (*httpServer, 
 	}
 	lis, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w (choose another -http-addr, or -http-addr '' to turn the HTTP endpoints off)", err)
+		}
 		return nil, fmt.Errorf("-http-addr: %w", err)
 	}
 	opts := append(ready.options(), observe.WithMetrics(g))
