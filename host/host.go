@@ -17,14 +17,15 @@
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
-// limits on connections (-handshake-timeout, -max-streams-per-conn). A
+// limits on connections (-handshake-timeout, -max-streams-per-conn). With
+// ACLs on, every refused request has an info log line naming the token
+// (never its secret). A
 // certificate or ACL file that cannot be loaded stops it at start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // Not built yet: a helper for controllers in another process to dial a
 // server with a token, limits on message and name sizes, keepalive
-// enforcement, an audit log line per denied request, and storage and watch
-// gauges.
+// enforcement, and storage and watch gauges.
 package host
 
 import (
@@ -266,6 +267,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
 		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
 	)
+	if acls != nil {
+		audit := auditor{acls: acls, logger: logger.Named("audit")}
+		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
+	}
 	grpcOpts = append(grpcOpts,
 		grpc.ConnectionTimeout(f.handshakeTimeout),
 		grpc.MaxConcurrentStreams(uint32(f.maxStreams)))

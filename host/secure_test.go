@@ -189,6 +189,16 @@ func TestSecureHost(t *testing.T) {
 	if err := h.stop(); err != nil {
 		t.Fatalf("stopping: %v\nlog:\n%s", err, h.log)
 	}
+	// Each refusal has an audit line naming the token, never its secret.
+	for _, line := range []string{
+		`request denied: method=/hashicorp.consul.resource.ResourceService/Write code=Unauthenticated token="(none)"`,
+		`request denied: method=/hashicorp.consul.resource.ResourceService/Write code=Unauthenticated token="(unknown)"`,
+		`request denied: method=/hashicorp.consul.resource.ResourceService/Write code=PermissionDenied token=reader`,
+	} {
+		if !strings.Contains(h.log.String(), line) {
+			t.Errorf("the log lacks %q:\n%s", line, h.log)
+		}
+	}
 	for _, secret := range []string{"writer-secret", "reader-secret", "team-a-secret"} {
 		if strings.Contains(h.log.String(), secret) {
 			t.Errorf("the log shows the secret %q:\n%s", secret, h.log)
