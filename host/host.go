@@ -19,8 +19,8 @@
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
 // limits on connections (-handshake-timeout, -max-streams-per-conn). With
 // ACLs on, every refused request has an info log line naming the token
-// (never its secret). A
-// certificate or ACL file that cannot be loaded stops it at start.
+// (never its secret). A certificate or ACL file that cannot be loaded stops
+// it at start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // Not built yet: a helper for controllers in another process to dial a
