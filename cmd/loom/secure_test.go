@@ -106,7 +106,9 @@ func TestSecureServer(t *testing.T) {
 	client := pbresource.NewResourceServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	as := func(secret string) context.Context { return metadata.AppendToOutgoingContext(ctx, "x-consul-token", secret) }
+	as := func(secret string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "x-consul-token", secret)
+	}
 
 	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "b", "B")}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("Write without a token: got %v, want Unauthenticated", err)
