@@ -2,7 +2,7 @@
 
 GO ?= go
 # Every Go module in the tree; go.work ties them together for development.
-MODULES := . cmd/loom storage/etcd compat/consul
+MODULES := . cmd/loom host storage/etcd compat/consul
 
 # Pinned code generators, so `make proto` reproduces the committed files byte
 # for byte (with Debian's protoc 3.21.12: apt-get install protobuf-compiler).

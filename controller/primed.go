@@ -21,6 +21,22 @@ func (m *Manager) WaitPrimed(ctx context.Context) error {
 	return nil
 }
 
+// Primed reports, without blocking, whether WaitPrimed would return at
+// once: the shared cache has held a full snapshot of every type the
+// registered controllers manage or watch. A readiness probe asks it.
+func (m *Manager) Primed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ch := range m.primed {
+		select {
+		case <-ch:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // waitClosed waits until every channel is closed; false if ctx ended first.
 func waitClosed(ctx context.Context, chans []chan struct{}) bool {
 	for _, ch := range chans {

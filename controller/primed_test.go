@@ -32,6 +32,7 @@ func TestWaitPrimed(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, m.WaitPrimed(cancelled), context.Canceled)
+	require.False(t, m.Primed(), "primed before it ran")
 
 	// Priming does not need the lease: this Manager is not the leader.
 	runManager(t, m)
@@ -45,9 +46,11 @@ func TestWaitPrimed(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, zips, 1)
 	require.NoError(t, m.WaitPrimed(ctx), "WaitPrimed returns at once once primed")
+	require.True(t, m.Primed())
 }
 
 func TestWaitPrimedWithoutControllers(t *testing.T) {
 	m := newManager(t, startService(t).Client)
 	require.NoError(t, m.WaitPrimed(context.Background()))
+	require.True(t, m.Primed())
 }

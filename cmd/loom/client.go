@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loomrt/loom/host"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 
@@ -44,7 +45,7 @@ func newClientFlags(name, args, summary string, output io.Writer, tenancy bool) 
 		fmt.Fprintf(output, "Usage: loom %s [flags] %s\n\n%s\n\nFlags:\n", name, args, summary)
 		c.fs.PrintDefaults()
 	}
-	c.fs.StringVar(&c.addr, "addr", defaultGRPCAddr, "`address` of the server's gRPC port")
+	c.fs.StringVar(&c.addr, "addr", host.DefaultGRPCAddr, "`address` of the server's gRPC port")
 	c.fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on a request after this long")
 	if tenancy {
 		c.fs.StringVar(&c.partition, "partition", "", "tenancy partition (empty: the type's default)")
@@ -59,7 +60,7 @@ func (c *clientFlags) parse(args []string, nargs int) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	if c.fs.NArg() != nargs {
 		c.fs.Usage()
@@ -75,7 +76,7 @@ func (c *clientFlags) tenancy() *pbresource.Tenancy {
 func (c *clientFlags) id(typeArg, name string) (*pbresource.ID, error) {
 	typ, err := resource.ParseType(typeArg)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	return &pbresource.ID{Type: typ, Tenancy: c.tenancy(), Name: name}, nil
 }
@@ -154,7 +155,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	typ, err := resource.ParseType(c.fs.Arg(0))
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
 		resp, err := client.List(ctx, &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
@@ -237,7 +238,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	typ, err := resource.ParseType(c.fs.Arg(0))
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	client, closeConn, err := c.dial()
 	if err != nil {

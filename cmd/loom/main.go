@@ -21,6 +21,8 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/host"
 )
 
 // version is normally empty and taken from the build information; a release
@@ -41,13 +43,11 @@ func main() {
 }
 
 // usageError marks a mistake in the command line; it exits with status 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+// It is the host's, so that `loom server`'s flag errors are usage errors too.
+type usageError = host.UsageError
 
 func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
+	return usageError{Err: fmt.Errorf(format, args...)}
 }
 
 // exitCode reports err on stderr and turns it into the process's exit status.

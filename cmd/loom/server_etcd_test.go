@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"regexp"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -117,34 +114,5 @@ func TestEtcdServerUnreachable(t *testing.T) {
 		"-grpc-addr", "127.0.0.1:0"}, nil, log)
 	if err == nil || !regexp.MustCompile(`etcd at .* does not answer`).MatchString(err.Error()) {
 		t.Fatalf("got %v, want an error saying etcd does not answer", err)
-	}
-}
-
-func TestEtcdFlagValues(t *testing.T) {
-	t.Setenv(etcdPasswordEnv, "from-env")
-	f, err := parseServerFlags([]string{"-storage", "etcd", "-etcd-endpoints", " a:1, https://b:2 ,", "-etcd-username", "u"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := f.etcd.endpointList(); !slices.Equal(got, []string{"a:1", "https://b:2"}) {
-		t.Errorf("endpoints = %q", got)
-	}
-	if f.etcd.password != "from-env" {
-		t.Errorf("password = %q, want the one from %s", f.etcd.password, etcdPasswordEnv)
-	}
-	if f.etcd.prefix != "/loom" || f.etcd.leaseTTL != 10*time.Second || f.etcd.nodeName == "" {
-		t.Errorf("defaults: prefix %q, lease TTL %s, node name %q", f.etcd.prefix, f.etcd.leaseTTL, f.etcd.nodeName)
-	}
-	if cfg, err := f.etcd.tlsConfig(); cfg != nil || err != nil {
-		t.Errorf("TLS without TLS flags: %v %v", cfg, err)
-	}
-
-	t.Setenv(etcdPasswordEnv, "")
-	f, err = parseServerFlags([]string{"-storage", "etcd", "-etcd-endpoints", "a:1", "-etcd-ca", "/nonexistent/ca.pem"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.etcd.tlsConfig(); err == nil || !strings.Contains(err.Error(), "-etcd-ca") {
-		t.Errorf("a missing CA file: got %v, want an error naming -etcd-ca", err)
 	}
 }

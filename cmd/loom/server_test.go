@@ -54,7 +54,9 @@ func startServer(t *testing.T, args ...string) (addr string, log *syncBuffer, st
 	ctx, cancel := context.WithCancel(context.Background())
 	log = &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"server"}, args...), io.Discard, log) }()
+	// The HTTP endpoints on a free port too, so servers run side by side.
+	args = append([]string{"server", "-http-addr", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, io.Discard, log) }()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -323,57 +325,6 @@ func TestServerAddressInUse(t *testing.T) {
 	err := run(ctx, []string{"server", "-dev", "-grpc-addr", addr}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("second server on %s: got %v, want an address-in-use error", addr, err)
-	}
-}
-
-func TestServerFlags(t *testing.T) {
-	cases := []struct {
-		args    []string
-		wantErr string // empty: no error
-		usage   bool   // the error is a usage error
-	}{
-		{args: []string{"-dev"}},
-		{args: []string{"-dev", "-storage", "inmem", "-log-level", "trace", "-grpc-addr", ":0"}},
-		{args: nil, wantErr: "loom server -dev", usage: true},
-		{args: []string{"-storage", "inmem"}, wantErr: "development server", usage: true},
-		{args: []string{"-dev", "-storage", "etcd"}, wantErr: "-dev runs on in-memory storage", usage: true},
-		{args: []string{"-dev", "-storage", "consul"}, wantErr: `unknown -storage "consul"`, usage: true},
-		{args: []string{"-dev", "-etcd-endpoints", "127.0.0.1:2379"}, wantErr: "-etcd-endpoints is for -storage etcd", usage: true},
-		{args: []string{"-dev", "-lease-ttl", "5s"}, wantErr: "-lease-ttl is for -storage etcd", usage: true},
-		{args: []string{"-storage", "etcd"}, wantErr: "needs -etcd-endpoints", usage: true},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", " , "}, wantErr: "needs -etcd-endpoints", usage: true},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379"}},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "a:2379,b:2379", "-etcd-prefix", "/other",
-			"-etcd-ca", "ca.pem", "-etcd-cert", "c.pem", "-etcd-key", "k.pem", "-etcd-username", "u", "-etcd-password", "p",
-			"-lease-ttl", "3s", "-node-name", "n1"}},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-etcd-cert", "c.pem"}, wantErr: "-etcd-cert and -etcd-key", usage: true},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-etcd-password", "p"}, wantErr: "needs -etcd-username", usage: true},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-lease-ttl", "500ms"}, wantErr: "at least 1s", usage: true},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-lease-ttl", "2500ms"}, wantErr: "whole number of seconds", usage: true},
-		{args: []string{"-dev", "-log-level", "loud"}, wantErr: "-log-level", usage: true},
-		{args: []string{"-dev", "-shutdown-timeout", "0s"}, wantErr: "-shutdown-timeout", usage: true},
-		{args: []string{"-dev", "-max-resource-bytes", "4096"}},
-		{args: []string{"-dev", "-max-resource-bytes", "0"}, wantErr: "-max-resource-bytes", usage: true},
-		{args: []string{"-dev", "extra"}, wantErr: `unexpected argument "extra"`, usage: true},
-		{args: []string{"-nope"}, wantErr: "-nope", usage: true},
-	}
-	for _, tc := range cases {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			_, err := parseServerFlags(tc.args, io.Discard)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-			}
-			var u usageError
-			if errors.As(err, &u) != tc.usage {
-				t.Errorf("usage error = %v, want %v", !tc.usage, tc.usage)
-			}
-		})
 	}
 }
 

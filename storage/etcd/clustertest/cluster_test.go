@@ -407,6 +407,7 @@ func startLoom(t *testing.T, dir, bin, node string, endpoints []string) *loomSer
 		"-etcd-endpoints", strings.Join(endpoints, ","),
 		"-etcd-prefix", "/loom-cluster-test",
 		"-grpc-addr", "127.0.0.1:0",
+		"-http-addr", "127.0.0.1:0",
 		"-lease-ttl", leaseTTL.String(),
 		"-node-name", node,
 		"-log-json",

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -87,22 +87,22 @@ func etcdFlagsSet(fs *flag.FlagSet) string {
 // check validates the flags of -storage etcd and fills in defaults.
 func (f *etcdFlags) check() error {
 	if len(f.endpointList()) == 0 {
-		return usagef("server: -storage etcd needs -etcd-endpoints (e.g. 127.0.0.1:2379)")
+		return usagef("-storage etcd needs -etcd-endpoints (e.g. 127.0.0.1:2379)")
 	}
 	if (f.cert == "") != (f.key == "") {
-		return usagef("server: -etcd-cert and -etcd-key go together")
+		return usagef("-etcd-cert and -etcd-key go together")
 	}
 	if f.password == "" {
 		f.password = os.Getenv(etcdPasswordEnv)
 	}
 	if f.password != "" && f.username == "" {
-		return usagef("server: an etcd password needs -etcd-username")
+		return usagef("an etcd password needs -etcd-username")
 	}
 	if f.leaseTTL < time.Second {
-		return usagef("server: -lease-ttl must be at least 1s (etcd counts lease TTLs in whole seconds)")
+		return usagef("-lease-ttl must be at least 1s (etcd counts lease TTLs in whole seconds)")
 	}
 	if f.leaseTTL%time.Second != 0 {
-		return usagef("server: -lease-ttl %s is not a whole number of seconds", f.leaseTTL)
+		return usagef("-lease-ttl %s is not a whole number of seconds", f.leaseTTL)
 	}
 	if f.nodeName == "" {
 		host, _ := os.Hostname()
@@ -130,18 +130,18 @@ func (f *etcdFlags) tlsConfig() (*tls.Config, error) {
 	if f.ca != "" {
 		pem, err := os.ReadFile(f.ca)
 		if err != nil {
-			return nil, fmt.Errorf("server: -etcd-ca: %w", err)
+			return nil, fmt.Errorf("-etcd-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("server: -etcd-ca: no PEM certificate in %s", f.ca)
+			return nil, fmt.Errorf("-etcd-ca: no PEM certificate in %s", f.ca)
 		}
 		cfg.RootCAs = pool
 	}
 	if f.cert != "" {
 		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
 		if err != nil {
-			return nil, fmt.Errorf("server: -etcd-cert/-etcd-key: %w", err)
+			return nil, fmt.Errorf("-etcd-cert/-etcd-key: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -183,7 +183,7 @@ func openEtcd(ctx context.Context, f etcdFlags, logger hclog.Logger) (*etcdStora
 		Logger: zap.NewNop(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("server: connecting to etcd at %s: %w", strings.Join(endpoints, ","), err)
+		return nil, fmt.Errorf("connecting to etcd at %s: %w", strings.Join(endpoints, ","), err)
 	}
 	// Fail fast when etcd is unreachable or refuses us, rather than serve
 	// errors: one linearizable read needs a quorum and the credentials.
@@ -192,7 +192,7 @@ func openEtcd(ctx context.Context, f etcdFlags, logger hclog.Logger) (*etcdStora
 	cancel()
 	if err != nil {
 		client.Close()
-		return nil, fmt.Errorf("server: etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
+		return nil, fmt.Errorf("etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
 
 	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithLogger(logger.Named("etcd")))
@@ -203,7 +203,7 @@ func openEtcd(ctx context.Context, f etcdFlags, logger hclog.Logger) (*etcdStora
 	if err != nil {
 		stopLease()
 		client.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	logDone := make(chan struct{})
 	go func() {

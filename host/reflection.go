@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"google.golang.org/grpc"

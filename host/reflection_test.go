@@ -1,8 +1,9 @@
-package main
+package host
 
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func TestReflectionDescribesResourceService(t *testing.T) {
 	for _, s := range resp.GetListServicesResponse().GetService() {
 		services = append(services, s.GetName())
 	}
-	if !contains(services, "hashicorp.consul.resource.ResourceService") {
+	if !slices.Contains(services, "hashicorp.consul.resource.ResourceService") {
 		t.Errorf("reflection lists %v, want hashicorp.consul.resource.ResourceService among them", services)
 	}
 

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// testPKI writes a CA and a certificate with its key, for localhost and
+// 127.0.0.1, signed by it, and returns the three files and a client TLS
+// config presenting that same certificate.
+func testPKI(t *testing.T) (caFile, certFile, keyFile string, client *tls.Config) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(err)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	must(err)
+	ca, err := x509.ParseCertificate(caDER)
+	must(err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(err)
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "loom"},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}, ca, &key.PublicKey, caKey)
+	must(err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	must(err)
+	dir := t.TempDir()
+	write := func(name, typ string, b []byte) string {
+		p := filepath.Join(dir, name)
+		must(os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600))
+		return p
+	}
+	caFile, certFile, keyFile = write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", kder)
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	must(err)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return caFile, certFile, keyFile, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+}
+
+var httpListeningRE = regexp.MustCompile(`HTTP server listening: addr=(\S+)`)
+
+// TestSecureServer runs `loom server` with mutual TLS, an ACL file and the
+// HTTP endpoints (the host package tests them in depth).
+func TestSecureServer(t *testing.T) {
+	caFile, certFile, keyFile, clientTLS := testPKI(t)
+	aclFile := filepath.Join(t.TempDir(), "acl.yaml")
+	if err := os.WriteFile(aclFile, []byte(`tokens:
+  - name: writer
+    secret: "writer-secret"
+    rules:
+      - {type: "foo.*.Bar", partition: "*", namespace: "*", access: write}
+  - name: reader
+    secret: "reader-secret"
+    rules:
+      - {type: "foo.*.Bar", partition: "*", namespace: "*", access: read}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, log, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0",
+		"-tls-cert", certFile, "-tls-key", keyFile, "-tls-client-ca", caFile, "-acl-file", aclFile)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pbresource.NewResourceServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	as := func(secret string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "x-consul-token", secret)
+	}
+
+	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "b", "B")}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Write without a token: got %v, want Unauthenticated", err)
+	}
+	if _, err := client.Write(as("reader-secret"), &pbresource.WriteRequest{Resource: barResource(t, "b", "B")}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Write with a read token: got %v, want PermissionDenied", err)
+	}
+	wrote, err := client.Write(as("writer-secret"), &pbresource.WriteRequest{Resource: barResource(t, "b", "B")})
+	if err != nil {
+		t.Fatalf("Write with the write token: %v", err)
+	}
+	if _, err := client.Read(as("reader-secret"), &pbresource.ReadRequest{Id: wrote.Resource.Id}); err != nil {
+		t.Errorf("Read with the read token: %v", err)
+	}
+
+	m := httpListeningRE.FindStringSubmatch(log.String())
+	if m == nil {
+		t.Fatalf("no HTTP address in the log:\n%s", log)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rsp, err := http.Get("http://" + m[1] + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rsp.Body)
+		rsp.Body.Close()
+		if rsp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d %q after 10s", rsp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+}

@@ -1,0 +1,169 @@
+package host
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/loomrt/loom/server"
+)
+
+const (
+	// DefaultGRPCAddr is where the gRPC server listens unless -grpc-addr
+	// says otherwise. It is also Consul's gRPC port: pick another one
+	// (-grpc-addr) to run beside a Consul agent.
+	DefaultGRPCAddr = "127.0.0.1:8502"
+	// DefaultHTTPAddr is where the HTTP endpoints listen unless -http-addr
+	// says otherwise.
+	DefaultHTTPAddr        = "127.0.0.1:8501"
+	defaultShutdownTimeout = 10 * time.Second
+
+	// defaultHandshakeTimeout bounds a new connection's handshakes (gRPC's
+	// own default, 120 s, lets idle TCP connections that never speak
+	// HTTP/2 pile up).
+	defaultHandshakeTimeout = 10 * time.Second
+	// defaultMaxStreams is the concurrent streams per connection, as in
+	// Consul's agent.
+	defaultMaxStreams = 2048
+
+	// shutdownStreamGrace is how long streams get, once shutdown begins,
+	// to deliver their final status before the connections still open are
+	// closed (as soon as no unary RPC is running). A client that reads
+	// needs far less; one that has stopped reading never takes it (see
+	// stopGRPC).
+	shutdownStreamGrace = 500 * time.Millisecond
+)
+
+// UsageError is a mistake in the command line: Main exits with status 2
+// on one.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return UsageError{fmt.Errorf(format, args...)}
+}
+
+// config is what the command line says.
+type config struct {
+	dev             bool
+	grpcAddr        string
+	storage         string
+	logLevel        string
+	logJSON         bool
+	shutdownTimeout time.Duration
+	maxResource     int
+	reflection      bool
+	etcd            etcdFlags
+
+	tlsCert, tlsKey, tlsClientCA string
+	aclFile                      string
+	httpAddr                     string
+	pprof                        bool
+
+	handshakeTimeout time.Duration
+	maxStreams       uint
+}
+
+func parseFlags(o *options, args []string, output io.Writer) (config, error) {
+	var f config
+	fs := flag.NewFlagSet(o.name, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintf(output, "Usage: %s -dev [flags]\n"+
+			"       %s -storage etcd -etcd-endpoints host:port,... [flags]\n\n", o.name, o.name)
+		if o.description != "" {
+			fmt.Fprintf(output, "%s\n\n", o.description)
+		}
+		fmt.Fprintf(output, "Serves the ResourceService over gRPC (with server reflection, so grpcurl\n"+
+			"needs no protoset, unless -reflection=false) and the gRPC health service,\n"+
+			"and runs the controllers with the built-in tombstone reaper.\n\n"+
+			"-dev keeps resources in memory (they are gone when the server stops); the\n"+
+			"server is always the leader.\n\n"+
+			"-storage etcd keeps them in an etcd cluster that several servers share.\n"+
+			"Every server serves the API; the servers elect a leader through etcd\n"+
+			"(-lease-ttl), and only the leader runs the controllers, fencing its writes\n"+
+			"so a deposed leader's late writes are refused. The password may be given\n"+
+			"in the environment variable %s instead of -etcd-password.\n\nFlags:\n", etcdPasswordEnv)
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&f.dev, "dev", false, "run a development server: in-memory storage")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", DefaultGRPCAddr, "`address` the gRPC server listens on (port 0 picks a free port; 8502 is also Consul's gRPC port)")
+	fs.StringVar(&f.storage, "storage", "inmem", "storage `backend`: inmem (with -dev) or etcd")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
+		"how long to let in-flight unary requests finish on SIGINT/SIGTERM before closing connections (open watches end at once)")
+	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
+		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
+	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
+	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
+	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
+	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", defaultHandshakeTimeout,
+		"how long a new gRPC connection may take to complete its TLS and HTTP/2 handshakes before it is closed")
+	fs.UintVar(&f.maxStreams, "max-streams-per-conn", defaultMaxStreams,
+		"most concurrent gRPC streams (calls and watches) one connection may have open; a client waits for one to end before opening another")
+	f.etcd.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, UsageError{err}
+	}
+	if fs.NArg() > 0 {
+		return f, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
+		return f, usagef("unknown -log-level %q (want trace, debug, info, warn or error)", f.logLevel)
+	}
+	if f.shutdownTimeout <= 0 {
+		return f, usagef("-shutdown-timeout must be positive")
+	}
+	if f.maxResource <= 0 {
+		return f, usagef("-max-resource-bytes must be positive")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return f, usagef("-tls-cert and -tls-key go together")
+	}
+	if f.tlsClientCA != "" && f.tlsCert == "" {
+		return f, usagef("-tls-client-ca needs -tls-cert and -tls-key (mutual TLS is TLS first)")
+	}
+	if f.handshakeTimeout <= 0 {
+		return f, usagef("-handshake-timeout must be positive")
+	}
+	if f.maxStreams == 0 || f.maxStreams > 1<<31-1 {
+		return f, usagef("-max-streams-per-conn must be between 1 and 2147483647")
+	}
+	if f.pprof && f.httpAddr == "" {
+		return f, usagef("-pprof needs -http-addr")
+	}
+	switch f.storage {
+	case "inmem":
+		if set := etcdFlagsSet(fs); set != "" {
+			return f, usagef("-%s is for -storage etcd", set)
+		}
+		if !f.dev {
+			return f, usagef("in-memory storage is for the development server: "+
+				"run '%s -dev', or '%s -storage etcd -etcd-endpoints ...' to keep resources in etcd", o.name, o.name)
+		}
+	case "etcd":
+		if f.dev {
+			return f, usagef("-dev runs on in-memory storage; leave it out with -storage etcd")
+		}
+		if err := f.etcd.check(); err != nil {
+			return f, err
+		}
+	default:
+		return f, usagef("unknown -storage %q (want inmem or etcd)", f.storage)
+	}
+	return f, nil
+}

@@ -1,0 +1,97 @@
+package host
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServerFlags(t *testing.T) {
+	cases := []struct {
+		args    []string
+		wantErr string // empty: no error
+		usage   bool   // the error is a usage error
+	}{
+		{args: []string{"-dev"}},
+		{args: []string{"-dev", "-storage", "inmem", "-log-level", "trace", "-grpc-addr", ":0"}},
+		{args: nil, wantErr: "loom server -dev", usage: true},
+		{args: []string{"-storage", "inmem"}, wantErr: "development server", usage: true},
+		{args: []string{"-dev", "-storage", "etcd"}, wantErr: "-dev runs on in-memory storage", usage: true},
+		{args: []string{"-dev", "-storage", "consul"}, wantErr: `unknown -storage "consul"`, usage: true},
+		{args: []string{"-dev", "-etcd-endpoints", "127.0.0.1:2379"}, wantErr: "-etcd-endpoints is for -storage etcd", usage: true},
+		{args: []string{"-dev", "-lease-ttl", "5s"}, wantErr: "-lease-ttl is for -storage etcd", usage: true},
+		{args: []string{"-storage", "etcd"}, wantErr: "needs -etcd-endpoints", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", " , "}, wantErr: "needs -etcd-endpoints", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379"}},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "a:2379,b:2379", "-etcd-prefix", "/other",
+			"-etcd-ca", "ca.pem", "-etcd-cert", "c.pem", "-etcd-key", "k.pem", "-etcd-username", "u", "-etcd-password", "p",
+			"-lease-ttl", "3s", "-node-name", "n1"}},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-etcd-cert", "c.pem"}, wantErr: "-etcd-cert and -etcd-key", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-etcd-password", "p"}, wantErr: "needs -etcd-username", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-lease-ttl", "500ms"}, wantErr: "at least 1s", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-lease-ttl", "2500ms"}, wantErr: "whole number of seconds", usage: true},
+		{args: []string{"-dev", "-log-level", "loud"}, wantErr: "-log-level", usage: true},
+		{args: []string{"-dev", "-shutdown-timeout", "0s"}, wantErr: "-shutdown-timeout", usage: true},
+		{args: []string{"-dev", "-max-resource-bytes", "4096"}},
+		{args: []string{"-dev", "-max-resource-bytes", "0"}, wantErr: "-max-resource-bytes", usage: true},
+		{args: []string{"-dev", "extra"}, wantErr: `unexpected argument "extra"`, usage: true},
+		{args: []string{"-nope"}, wantErr: "-nope", usage: true},
+		{args: []string{"-dev", "-handshake-timeout", "0s"}, wantErr: "-handshake-timeout", usage: true},
+		{args: []string{"-dev", "-max-streams-per-conn", "0"}, wantErr: "-max-streams-per-conn", usage: true},
+		{args: []string{"-dev", "-tls-key", "k.pem"}, wantErr: "-tls-cert and -tls-key", usage: true},
+		{args: []string{"-dev", "-tls-client-ca", "ca.pem"}, wantErr: "-tls-client-ca needs", usage: true},
+		{args: []string{"-dev", "-http-addr", "", "-pprof"}, wantErr: "-pprof needs", usage: true},
+		{args: []string{"-dev", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-client-ca", "ca.pem", "-acl-file", "acl.yaml",
+			"-http-addr", "", "-reflection=false", "-handshake-timeout", "1s", "-max-streams-per-conn", "10"}},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseFlags(&options{name: "loom server"}, tc.args, io.Discard)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+			var u UsageError
+			if errors.As(err, &u) != tc.usage {
+				t.Errorf("usage error = %v, want %v", !tc.usage, tc.usage)
+			}
+		})
+	}
+}
+
+func TestEtcdFlagValues(t *testing.T) {
+	t.Setenv(etcdPasswordEnv, "from-env")
+	f, err := parseFlags(&options{name: "loom server"}, []string{"-storage", "etcd", "-etcd-endpoints", " a:1, https://b:2 ,", "-etcd-username", "u"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.etcd.endpointList(); !slices.Equal(got, []string{"a:1", "https://b:2"}) {
+		t.Errorf("endpoints = %q", got)
+	}
+	if f.etcd.password != "from-env" {
+		t.Errorf("password = %q, want the one from %s", f.etcd.password, etcdPasswordEnv)
+	}
+	if f.etcd.prefix != "/loom" || f.etcd.leaseTTL != 10*time.Second || f.etcd.nodeName == "" {
+		t.Errorf("defaults: prefix %q, lease TTL %s, node name %q", f.etcd.prefix, f.etcd.leaseTTL, f.etcd.nodeName)
+	}
+	if cfg, err := f.etcd.tlsConfig(); cfg != nil || err != nil {
+		t.Errorf("TLS without TLS flags: %v %v", cfg, err)
+	}
+
+	t.Setenv(etcdPasswordEnv, "")
+	f, err = parseFlags(&options{name: "loom server"}, []string{"-storage", "etcd", "-etcd-endpoints", "a:1", "-etcd-ca", "/nonexistent/ca.pem"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.etcd.tlsConfig(); err == nil || !strings.Contains(err.Error(), "-etcd-ca") {
+		t.Errorf("a missing CA file: got %v, want an error naming -etcd-ca", err)
+	}
+}

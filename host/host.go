@@ -1,0 +1,343 @@
+// Package host runs a Loom server for your own resource types and
+// controllers: the ResourceService over gRPC, the controller Manager with
+// the built-in tombstone reaper, storage (in memory with -dev, etcd
+// otherwise) with leader election and fencing, gRPC reflection and health,
+// signals and graceful shutdown. A controller author's main is a few lines:
+//
+//	func main() {
+//		host.Main(func(h *host.Host) error {
+//			if err := mytypes.Register(h.Registry()); err != nil {
+//				return err
+//			}
+//			return h.Manager().Register(mycontroller.New())
+//		})
+//	}
+//
+// The host owns its command line (run the binary with -h for the flags):
+// TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
+// TLS), ACLs (-acl-file; the host's own controllers are never blocked),
+// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
+// limits on connections (-handshake-timeout, -max-streams-per-conn). With
+// ACLs on, every refused request has an info log line naming the token
+// (never its secret). A certificate or ACL file that cannot be loaded stops
+// it at start.
+// cmd/loom's `loom server` is such a host, serving the example types.
+//
+// Not built yet: a helper for controllers in another process to dial a
+// server with a token, limits on message and name sizes, keepalive
+// enforcement, and storage and watch gauges.
+package host
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/reaper"
+	"github.com/loomrt/loom/storage"
+	"github.com/loomrt/loom/storage/inmem"
+)
+
+// Host is a running host as its registration function sees it: where to
+// register resource types and controllers before it serves.
+type Host struct {
+	registry resource.Registry
+	mgr      *controller.Manager
+	metrics  prometheus.Registerer
+	logger   hclog.Logger
+	dev      bool
+}
+
+// Registry returns the registry of the resource types the server accepts.
+func (h *Host) Registry() resource.Registry { return h.registry }
+
+// Manager returns the controller Manager, with the reaper already
+// registered; register your controllers on it.
+func (h *Host) Manager() *controller.Manager { return h.mgr }
+
+// Metrics returns where to register the user's own Prometheus metrics:
+// they are served on /metrics beside the host's.
+func (h *Host) Metrics() prometheus.Registerer { return h.metrics }
+
+// Logger returns the host's logger, for the user's controllers.
+func (h *Host) Logger() hclog.Logger { return h.logger }
+
+// Dev reports whether the host runs as a development server (-dev).
+func (h *Host) Dev() bool { return h.dev }
+
+// RegisterFunc registers a host's resource types and controllers. An
+// error stops the host before it serves.
+type RegisterFunc func(*Host) error
+
+// Option configures Main and Run.
+type Option func(*options)
+
+type options struct {
+	name        string
+	description string
+}
+
+// WithName sets the command name shown in usage and messages (default:
+// the program's file name).
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithDescription sets a paragraph describing the host, shown by -h.
+func WithDescription(text string) Option { return func(o *options) { o.description = text } }
+
+func newOptions(opts []Option) *options {
+	o := &options{name: filepath.Base(os.Args[0])}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// Main runs the host with the flags of os.Args until SIGINT or SIGTERM,
+// then shuts down gracefully and exits: status 0 after a clean shutdown
+// (or -h), 2 on a mistake in the command line, 1 on any other error. A
+// second signal ends a shutdown that takes too long.
+func Main(register RegisterFunc, opts ...Option) {
+	o := newOptions(opts)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, put the default handling back, so a
+		// second Ctrl-C ends a shutdown that is taking too long.
+		<-ctx.Done()
+		stop()
+	}()
+	err := Run(ctx, os.Args[1:], os.Stderr, register, opts...)
+	stop()
+	var usage UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.As(err, &usage):
+		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s -h' for usage.\n", o.name, err, o.name)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", o.name, err)
+		os.Exit(1)
+	}
+}
+
+// Run is Main without the process: it parses args (without the program
+// name), writes its usage and logs to stderr, serves until ctx ends, then
+// shuts down: no new connections or RPCs are accepted, open WatchList
+// streams end with Unavailable "server is shutting down" (clients re-watch
+// elsewhere), and unary RPCs in flight get up to -shutdown-timeout to
+// finish before the remaining connections are closed; connections held
+// open only by streams whose clients do not read are closed as soon as no
+// unary RPC is left. It returns nil after a clean shutdown, flag.ErrHelp
+// for -h, and a UsageError for a mistake in args.
+func Run(ctx context.Context, args []string, stderr io.Writer, register RegisterFunc, opts ...Option) error {
+	o := newOptions(opts)
+	f, err := parseFlags(o, args, stderr)
+	if err != nil {
+		return err
+	}
+
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:       strings.Fields(o.name + " host")[0],
+		Level:      hclog.LevelFromString(f.logLevel),
+		Output:     stderr,
+		JSONFormat: f.logJSON,
+	})
+
+	// The security files first: a missing or malformed one stops the host
+	// before it touches storage, and it never serves without them.
+	tlsOpt, err := tlsOption(f, logger.Named("tls"))
+	if err != nil {
+		return err
+	}
+	acls, err := aclSource(f, logger.Named("acl"))
+	if err != nil {
+		return err
+	}
+
+	// What the storage needs: the backend, the leader lease (nil: this
+	// server is always the leader) and what to close when the server has
+	// stopped.
+	var (
+		backend storage.Backend
+		lease   leaderLease
+		closeFn = func() {}
+	)
+	switch f.storage {
+	case "etcd":
+		st, err := openEtcd(ctx, f.etcd, logger)
+		if err != nil {
+			return err
+		}
+		backend, lease, closeFn = st.backend, st.lease, st.close
+	default:
+		backend = inmem.New()
+	}
+	defer closeFn()
+
+	// The server reads the registry on every request, so the types the
+	// user registers below are served.
+	registry := resource.NewRegistry()
+	svcCfg := server.Config{
+		Backend:          backend,
+		Registry:         registry,
+		Logger:           logger.Named("resource"),
+		MaxResourceBytes: f.maxResource,
+	}
+	if acls != nil {
+		// Every network caller is checked; the host's own controllers
+		// and reaper (in process, which no caller can pose as) are not.
+		svcCfg.ACLResolver = server.TrustInProcess(acls.Resolve)
+	}
+	svc := server.New(svcCfg)
+
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	grpcMetrics := grpcprom.NewServerMetrics()
+	metrics.MustRegister(grpcMetrics)
+
+	// The controllers run in this process and talk to the service directly.
+	// A single in-memory server is always the leader; on etcd the servers
+	// elect one.
+	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
+	if lease != nil {
+		mgrOpts = append(mgrOpts, controller.WithLease(lease))
+	}
+	mgr, err := controller.NewManager(server.NewInProcessClient(svc), logger.Named("controller"), mgrOpts...)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Register(reaper.Controller()); err != nil {
+		return err
+	}
+	h := &Host{registry: registry, mgr: mgr, metrics: metrics, logger: logger, dev: f.dev}
+	if register != nil {
+		if err := register(h); err != nil {
+			return fmt.Errorf("registering types and controllers: %w", err)
+		}
+	}
+
+	var serving atomic.Bool // for /readyz
+	lis, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) && f.grpcAddr == DefaultGRPCAddr {
+			err = fmt.Errorf("%w (a Consul agent's gRPC port is 8502 too: choose another with -grpc-addr)", err)
+		}
+		return err
+	}
+
+	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr})
+	if err != nil {
+		lis.Close()
+		return err
+	}
+
+	if lease == nil {
+		mgr.SetLeader(true)
+	}
+	mgrCtx, stopMgr := context.WithCancel(context.Background())
+	defer stopMgr()
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Run(mgrCtx) }()
+
+	shuttingDown, beginShutdown := context.WithCancel(context.Background())
+	defer beginShutdown()
+	var unary unaryTracker
+	grpcOpts := append(svc.ServerOptions(),
+		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
+		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
+	)
+	if acls != nil {
+		audit := auditor{acls: acls, logger: logger.Named("audit")}
+		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
+	}
+	grpcOpts = append(grpcOpts,
+		grpc.ConnectionTimeout(f.handshakeTimeout),
+		grpc.MaxConcurrentStreams(uint32(f.maxStreams)))
+	if tlsOpt != nil {
+		grpcOpts = append(grpcOpts, tlsOpt)
+	}
+	gs := grpc.NewServer(grpcOpts...)
+	svc.Register(gs)
+	healthSrv := health.NewServer()
+	healthpb.RegisterHealthServer(gs, healthSrv)
+	if f.reflection {
+		registerReflection(gs)
+	}
+	grpcMetrics.InitializeMetrics(gs)
+
+	aclCtx, stopACL := context.WithCancel(context.Background())
+	defer stopACL()
+	if acls != nil {
+		go acls.Run(aclCtx, 0)
+	}
+
+	serveErr := make(chan error, 1)
+	serving.Store(true)
+	go func() { serveErr <- gs.Serve(lis) }()
+	if httpSrv != nil {
+		httpSrv.serve(logger.Named("http"))
+		defer httpSrv.stop(f.shutdownTimeout, logger.Named("http"))
+	}
+
+	if f.dev {
+		logger.Info("development server: resources are kept in memory and lost on exit",
+			"storage", f.storage, "types", typeNames(registry))
+	} else {
+		logger.Info("serving", "storage", f.storage, "types", typeNames(registry))
+	}
+	// Tests and people read the bound address from this line (useful with
+	// -grpc-addr 127.0.0.1:0).
+	logger.Info("gRPC server listening", "addr", lis.Addr().String())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		// Serve only returns early when the listener fails.
+		return fmt.Errorf("serving gRPC: %w", err)
+	}
+
+	logger.Info("shutting down", "timeout", f.shutdownTimeout)
+	serving.Store(false)
+	healthSrv.Shutdown()
+	svc.Shutdown()
+	beginShutdown()
+	stopGRPC(gs, &unary, f.shutdownTimeout, shutdownStreamGrace, logger)
+	stopMgr()
+	if err := <-mgrDone; err != nil {
+		logger.Error("controller manager", "error", err)
+	}
+	if err := <-serveErr; err != nil {
+		return fmt.Errorf("serving gRPC: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func typeNames(r resource.Registry) string {
+	var names []string
+	for _, reg := range r.Types() {
+		names = append(names, resource.TypeString(reg.Type))
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,119 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/observe"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// readyProbeID is what the storage readiness check reads: a name no one
+// writes, so the answer is a cheap "not found".
+var readyProbeID = &pbresource.ID{
+	Type:    resource.TypeV1Tombstone,
+	Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
+	Name:    "loom-readyz-probe",
+}
+
+// readiness is what /readyz checks.
+type readiness struct {
+	serving *atomic.Bool // the gRPC server serves (false again once shutdown begins)
+	backend storage.Backend
+	mgr     *controller.Manager
+}
+
+func (r readiness) options() []observe.Option {
+	return []observe.Option{
+		observe.WithReadiness("grpc", func(context.Context) error {
+			if !r.serving.Load() {
+				return errors.New("the gRPC server is not serving")
+			}
+			return nil
+		}),
+		observe.WithReadiness("storage", func(ctx context.Context) error {
+			_, err := r.backend.Read(ctx, storage.StrongConsistency, readyProbeID)
+			if err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
+			return nil
+		}),
+		observe.WithReadiness("cache", func(context.Context) error {
+			if !r.mgr.Primed() {
+				return errors.New("the controllers' caches are not primed yet")
+			}
+			return nil
+		}),
+	}
+}
+
+// httpServer serves the observe endpoints on a listener.
+type httpServer struct {
+	srv  *http.Server
+	lis  net.Listener
+	done chan error
+}
+
+// listenHTTP listens on f.httpAddr and serves the metrics of g, the probes
+// of ready and, with -pprof, the profiler. Nil without -http-addr.
+func listenHTTP(f config, g prometheus.Gatherer, ready readiness) (*httpServer, error) {
+	if f.httpAddr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w (choose another -http-addr, or -http-addr '' to turn the HTTP endpoints off)", err)
+		}
+		return nil, fmt.Errorf("-http-addr: %w", err)
+	}
+	opts := append(ready.options(), observe.WithMetrics(g))
+	if f.pprof {
+		opts = append(opts, observe.WithPprof())
+	}
+	h := &httpServer{
+		srv: &http.Server{
+			Handler:           observe.NewHandler(opts...),
+			ReadHeaderTimeout: 10 * time.Second,
+		},
+		lis:  lis,
+		done: make(chan error, 1),
+	}
+	return h, nil
+}
+
+func (h *httpServer) serve(logger hclog.Logger) {
+	logger.Info("HTTP server listening", "addr", h.lis.Addr().String())
+	go func() {
+		err := h.srv.Serve(h.lis)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		h.done <- err
+	}()
+}
+
+// stop shuts the server down within timeout (a scrape in flight finishes).
+func (h *httpServer) stop(timeout time.Duration, logger hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.srv.Close()
+	}
+	if err := <-h.done; err != nil {
+		logger.Error("HTTP server", "error", err)
+	}
+}

@@ -1,0 +1,93 @@
+package host
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/observe"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/storage/inmem"
+)
+
+// heldClient holds every WatchList until release is closed: the Manager's
+// cache cannot prime before.
+type heldClient struct {
+	pbresource.ResourceServiceClient
+	release chan struct{}
+}
+
+func (c heldClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c.ResourceServiceClient.WatchList(ctx, in, opts...)
+}
+
+// TestReadyzWaitsForPriming: /readyz is 503 naming the cache until the
+// Manager's caches are primed, then 200; and 503 naming grpc once the
+// server stops serving.
+func TestReadyzWaitsForPriming(t *testing.T) {
+	registry := resource.NewRegistry()
+	if err := foo.RegisterTypes(registry); err != nil {
+		t.Fatal(err)
+	}
+	backend := inmem.New()
+	svc := server.New(server.Config{Backend: backend, Registry: registry})
+	release := make(chan struct{})
+	mgr, err := controller.NewManager(heldClient{server.NewInProcessClient(svc), release}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.MustRegister(controller.NewController("bar", foo.BarV1Type).
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var serving atomic.Bool
+	serving.Store(true)
+	srv := httptest.NewServer(observe.NewHandler(readiness{serving: &serving, backend: backend, mgr: mgr}.options()...))
+	defer srv.Close()
+	get := func() (int, string) {
+		rsp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rsp.Body.Close()
+		b, _ := io.ReadAll(rsp.Body)
+		return rsp.StatusCode, string(b)
+	}
+
+	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "cache") {
+		t.Fatalf("/readyz before priming = %d %q, want 503 naming the cache", code, body)
+	}
+	close(release)
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	if err := mgr.WaitPrimed(waitCtx); err != nil {
+		t.Fatalf("the cache did not prime: %v", err)
+	}
+	if code, body := get(); code != http.StatusOK {
+		t.Fatalf("/readyz once primed = %d %q, want 200", code, body)
+	}
+	serving.Store(false)
+	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "grpc") {
+		t.Fatalf("/readyz once shutting down = %d %q, want 503 naming grpc", code, body)
+	}
+}

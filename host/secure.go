@@ -1,0 +1,45 @@
+package host
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/loomrt/loom/acl"
+	"github.com/loomrt/loom/certs"
+)
+
+// tlsOption returns the gRPC server option that turns TLS on with the
+// -tls-* files (mutual TLS with -tls-client-ca), nil without -tls-cert. The
+// files are read now, so a missing or bad one stops the host before it
+// serves (never in plaintext by mistake), and again when they change.
+func tlsOption(f config, logger hclog.Logger) (grpc.ServerOption, error) {
+	if f.tlsCert == "" {
+		return nil, nil
+	}
+	cfg, err := certs.ServerConfig(certs.Files{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsClientCA},
+		certs.OnReloadError(func(err error) {
+			logger.Error("TLS files not reloaded", "error", err)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("-tls-cert/-tls-key/-tls-client-ca: %w", err)
+	}
+	logger.Info("TLS on the gRPC listener", "cert", f.tlsCert, "mutual", f.tlsClientCA != "")
+	return grpc.Creds(credentials.NewTLS(cfg)), nil
+}
+
+// aclSource loads -acl-file, nil without it. A file that cannot be read or
+// parsed stops the host: it never starts open.
+func aclSource(f config, logger hclog.Logger) (*acl.Source, error) {
+	if f.aclFile == "" {
+		return nil, nil
+	}
+	src, err := acl.NewSource(f.aclFile, logger)
+	if err != nil {
+		return nil, fmt.Errorf("-acl-file: %w", err)
+	}
+	logger.Info("ACLs on", "file", f.aclFile, "tokens", src.Policy().Len())
+	return src, nil
+}

@@ -1,0 +1,179 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/host"
+)
+
+// syncBuffer is a bytes.Buffer safe to write from the host's goroutines
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var (
+	grpcListeningRE = regexp.MustCompile(`gRPC server listening: addr=(\S+)`)
+	httpListeningRE = regexp.MustCompile(`HTTP server listening: addr=(\S+)`)
+)
+
+// registerExamples serves the example types and controllers, as `loom
+// server` does.
+func registerExamples(h *host.Host) error {
+	if err := foo.RegisterTypes(h.Registry()); err != nil {
+		return err
+	}
+	return foo.RegisterControllers(h.Manager())
+}
+
+// runningHost is a host started by startHost.
+type runningHost struct {
+	grpcAddr, httpAddr string
+	log                *syncBuffer
+	stop               func() error
+}
+
+// startHost runs host.Run with args (and both listeners on free ports) in
+// the background until the test ends, and waits until it serves.
+func startHost(t *testing.T, args ...string) *runningHost {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &runningHost{log: &syncBuffer{}}
+	done := make(chan error, 1)
+	args = append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, args...)
+	go func() { done <- host.Run(ctx, args, h.log, registerExamples, host.WithName("testhost")) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g := grpcListeningRE.FindStringSubmatch(h.log.String())
+		w := httpListeningRE.FindStringSubmatch(h.log.String())
+		if g != nil && w != nil {
+			h.grpcAddr, h.httpAddr = g[1], w[1]
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("host exited before listening: %v\nlog:\n%s", err, h.log)
+		case <-time.After(10 * time.Millisecond): // polling a condition, with a deadline
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("host did not log its addresses within 10s; log:\n%s", h.log)
+		}
+	}
+	var stopped atomic.Bool
+	var result error
+	h.stop = func() error {
+		if stopped.Swap(true) {
+			return result
+		}
+		cancel()
+		select {
+		case result = <-done:
+		case <-time.After(15 * time.Second):
+			result = errors.New("host did not stop within 15s")
+		}
+		return result
+	}
+	t.Cleanup(func() { _ = h.stop() })
+	return h
+}
+
+// authority is a test CA that signs leaf certificates.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newAuthority(t *testing.T, name string) *authority {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+var serial atomic.Int64
+
+// leaf returns the PEM certificate and key of a leaf named name, valid for
+// localhost and 127.0.0.1, as a server and as a client.
+func (a *authority) leaf(t *testing.T, name string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(100 + serial.Add(1)), Subject: pkix.Name{CommonName: name},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// writeFile writes data to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
