@@ -23,9 +23,10 @@
 // it at start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
-// Not built yet: a helper for controllers in another process to dial a
-// server with a token, limits on message and name sizes, keepalive
-// enforcement, and storage and watch gauges.
+// A controller running in another process connects to a host with package
+// dial (TLS and a token). Not built yet: leader election for such remote
+// controllers, limits on message and name sizes, keepalive enforcement,
+// and storage and watch gauges.
 package host
 
 import (
