@@ -2,7 +2,7 @@
 
 GO ?= go
 # Every Go module in the tree; go.work ties them together for development.
-MODULES := . cmd/loom host storage/etcd compat/consul
+MODULES := . cmd/loom host storage/etcd compat/consul examples/hello
 
 # Pinned code generators, so `make proto` reproduces the committed files byte
 # for byte (with Debian's protoc 3.21.12: apt-get install protobuf-compiler).
@@ -15,7 +15,8 @@ BIN := $(CURDIR)/.bin
 
 PROTO_FILES := proto/pbresource/resource.proto \
 	examples/foo/pbfoo/v1/foo.proto \
-	examples/foo/pbfoo/v2/foo.proto
+	examples/foo/pbfoo/v2/foo.proto \
+	examples/hello/pbhello/v1/hello.proto
 
 BENCH ?= .
 BENCHCOUNT ?= 5
@@ -70,6 +71,7 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
 		--go_out=paths=source_relative:. \
 		examples/foo/pbfoo/v1/foo.proto examples/foo/pbfoo/v2/foo.proto
+	$(MAKE) -C examples/hello proto PROTOC_GEN_GO=$(BIN)/protoc-gen-go
 
 # Benchmarks: the workloads of docs/performance.md that live in the root
 # module (W1-W8), several counts, then bench-compare. W9, the etcd backend,
