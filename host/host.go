@@ -27,7 +27,8 @@
 //
 // A controller running in another process connects to a host with package
 // dial (TLS and a token). Not built yet: leader election for such remote
-// controllers, and storage and watch gauges.
+// controllers, and watch gauges for etcd storage (the in-memory backend's
+// are on /metrics).
 package host
 
 import (
@@ -217,6 +218,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	grpcMetrics := grpcprom.NewServerMetrics()
 	metrics.MustRegister(grpcMetrics)
+	mustRegisterStorageMetrics(metrics, backend)
 
 	// The controllers run in this process and talk to the service directly.
 	// A single in-memory server is always the leader; on etcd the servers

@@ -48,6 +48,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -86,6 +87,9 @@ func WithWatchBufferSize(n int) Option {
 // zero value is not usable; call New.
 type Backend struct {
 	watchBuffer int
+
+	// dropped counts the watches ended for falling behind (WatchStats).
+	dropped atomic.Uint64
 
 	// mu guards everything below. Writers hold it exclusively, readers
 	// shared.
