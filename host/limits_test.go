@@ -176,14 +176,13 @@ func TestKeepaliveMinTime(t *testing.T) {
 			t.Fatalf("ping %d at the allowed pace: %v", i, err)
 		}
 	}
-	// Pings back to back: the server sends the client away.
-	go func() {
-		for i := range 10 {
-			if fr.WritePing(false, [8]byte{byte(100 + i)}) != nil {
-				return
-			}
+	// Pings back to back (a few small frames: the socket buffers take
+	// them): the server sends the client away.
+	for i := range 10 {
+		if err := fr.WritePing(false, [8]byte{byte(100 + i)}); err != nil {
+			t.Fatal(err)
 		}
-	}()
+	}
 	g := readGoAway(t, fr)
 	if g.ErrCode != http2.ErrCodeEnhanceYourCalm || !strings.Contains(string(g.DebugData()), "too_many_pings") {
 		t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", g.ErrCode, g.DebugData())
