@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/server"
 )
 
 // TestHandshakeTimeout: a connection that never speaks HTTP/2 is closed
@@ -253,3 +254,30 @@ func TestKeepaliveTime(t *testing.T) {
 		t.Errorf("pinged after %s, before -keepalive-time (1s)", d)
 	}
 }
+
+// TestMaxRecvMsgBytesDefault: by default any resource the server would
+// store arrives (the message limit is above -max-resource-bytes), and a
+// message far above it is refused before it is read.
+func TestMaxRecvMsgBytesDefault(t *testing.T) {
+	h := startHost(t, "-dev")
+	client := pbresource.NewResourceServiceClient(dialPlain(t, h.grpcAddr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		size int
+		want codes.Code
+	}{
+		{"just-under-the-resource-limit", server.DefaultMaxResourceBytes - 1024, codes.OK},
+		{"just-over-the-resource-limit", server.DefaultMaxResourceBytes + 1024, codes.InvalidArgument},
+		{"over-the-message-limit", server.DefaultMaxResourceBytes + 2*recvHeadroom, codes.ResourceExhausted},
+	} {
+		_, err := client.Write(ctx, &pbresource.WriteRequest{Resource: bar(t, "default", tc.name, strings.Repeat("x", tc.size))})
+		if status.Code(err) != tc.want {
+			t.Errorf("%s (%d bytes of data): got %v, want %v", tc.name, tc.size, err, tc.want)
+		}
+	}
+}
+
+// recvHeadroom is -max-recv-msg-bytes's default above -max-resource-bytes.
+const recvHeadroom = 64 << 10
