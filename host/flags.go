@@ -29,6 +29,24 @@ const (
 	// defaultMaxStreams is the concurrent streams per connection, as in
 	// Consul's agent.
 	defaultMaxStreams = 2048
+	// recvMsgHeadroom is what the largest gRPC message received has above
+	// -max-resource-bytes unless -max-recv-msg-bytes says otherwise: room
+	// for a Write's other fields, so that any resource the server would
+	// store arrives whole.
+	recvMsgHeadroom = 64 << 10
+	// defaultKeepaliveMinTime is how often, at most, a client may ping, as
+	// in Consul's agent (gRPC's own default, 5 minutes, makes clients that
+	// ping every 30 s lose their connection).
+	defaultKeepaliveMinTime = 15 * time.Second
+	// defaultKeepaliveTime is how long a connection may be silent before
+	// the server pings it to learn whether the client is still there (gRPC's
+	// own default is 2 hours, during which a vanished client's watches stay
+	// open); keepaliveTimeout is how long it waits for the answer.
+	defaultKeepaliveTime = time.Minute
+	keepaliveTimeout     = 20 * time.Second
+	// defaultMaxConnIdle is how long a connection with no call or watch
+	// open is kept.
+	defaultMaxConnIdle = 5 * time.Minute
 
 	// shutdownStreamGrace is how long streams get, once shutdown begins,
 	// to deliver their final status before the connections still open are
@@ -68,6 +86,10 @@ type config struct {
 
 	handshakeTimeout time.Duration
 	maxStreams       uint
+	maxRecvMsg       int
+	keepaliveMinTime time.Duration
+	keepaliveTime    time.Duration
+	maxConnIdle      time.Duration
 }
 
 func parseFlags(o *options, args []string, output io.Writer) (config, error) {
@@ -112,6 +134,14 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"how long a new gRPC connection may take to complete its TLS and HTTP/2 handshakes before it is closed")
 	fs.UintVar(&f.maxStreams, "max-streams-per-conn", defaultMaxStreams,
 		"most concurrent gRPC streams (calls and watches) one connection may have open; a client waits for one to end before opening another")
+	fs.IntVar(&f.maxRecvMsg, "max-recv-msg-bytes", server.DefaultMaxResourceBytes+recvMsgHeadroom,
+		"largest gRPC message the server accepts, in `bytes`; a larger one is refused with ResourceExhausted (default: -max-resource-bytes plus 64 KiB)")
+	fs.DurationVar(&f.keepaliveMinTime, "keepalive-min-time", defaultKeepaliveMinTime,
+		"shortest interval at which a client may send keepalive pings, with or without calls open; a client that pings more often is disconnected")
+	fs.DurationVar(&f.keepaliveTime, "keepalive-time", defaultKeepaliveTime,
+		"how long a connection may be silent before the server pings the client, closing the connection (and its watches) when no answer comes within 20s (at least 1s)")
+	fs.DurationVar(&f.maxConnIdle, "max-conn-idle", defaultMaxConnIdle,
+		"how long a connection with no call or watch open is kept before the server closes it (clients reconnect when they next call)")
 	f.etcd.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -137,11 +167,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	if f.tlsClientCA != "" && f.tlsCert == "" {
 		return f, usagef("-tls-client-ca needs -tls-cert and -tls-key (mutual TLS is TLS first)")
 	}
-	if f.handshakeTimeout <= 0 {
-		return f, usagef("-handshake-timeout must be positive")
-	}
-	if f.maxStreams == 0 || f.maxStreams > 1<<31-1 {
-		return f, usagef("-max-streams-per-conn must be between 1 and 2147483647")
+	if err := checkLimits(fs, &f); err != nil {
+		return f, err
 	}
 	if f.pprof && f.httpAddr == "" {
 		return f, usagef("-pprof needs -http-addr")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loomrt/loom/server"
 )
 
 func TestServerFlags(t *testing.T) {
@@ -41,11 +43,17 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-nope"}, wantErr: "-nope", usage: true},
 		{args: []string{"-dev", "-handshake-timeout", "0s"}, wantErr: "-handshake-timeout", usage: true},
 		{args: []string{"-dev", "-max-streams-per-conn", "0"}, wantErr: "-max-streams-per-conn", usage: true},
+		{args: []string{"-dev", "-max-recv-msg-bytes", "1000"}, wantErr: "-max-recv-msg-bytes (1000) must be above -max-resource-bytes", usage: true},
+		{args: []string{"-dev", "-max-resource-bytes", "4096", "-max-recv-msg-bytes", "4096"}, wantErr: "-max-recv-msg-bytes", usage: true},
+		{args: []string{"-dev", "-keepalive-min-time", "0s"}, wantErr: "-keepalive-min-time", usage: true},
+		{args: []string{"-dev", "-keepalive-time", "500ms"}, wantErr: "-keepalive-time must be at least 1s", usage: true},
+		{args: []string{"-dev", "-max-conn-idle", "-1s"}, wantErr: "-max-conn-idle", usage: true},
 		{args: []string{"-dev", "-tls-key", "k.pem"}, wantErr: "-tls-cert and -tls-key", usage: true},
 		{args: []string{"-dev", "-tls-client-ca", "ca.pem"}, wantErr: "-tls-client-ca needs", usage: true},
 		{args: []string{"-dev", "-http-addr", "", "-pprof"}, wantErr: "-pprof needs", usage: true},
 		{args: []string{"-dev", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-client-ca", "ca.pem", "-acl-file", "acl.yaml",
-			"-http-addr", "", "-reflection=false", "-handshake-timeout", "1s", "-max-streams-per-conn", "10"}},
+			"-http-addr", "", "-reflection=false", "-handshake-timeout", "1s", "-max-streams-per-conn", "10",
+			"-max-recv-msg-bytes", "2000000", "-keepalive-min-time", "30s", "-keepalive-time", "2m", "-max-conn-idle", "1h"}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -93,5 +101,26 @@ func TestEtcdFlagValues(t *testing.T) {
 	}
 	if _, err := f.etcd.tlsConfig(); err == nil || !strings.Contains(err.Error(), "-etcd-ca") {
 		t.Errorf("a missing CA file: got %v, want an error naming -etcd-ca", err)
+	}
+}
+
+// TestMaxRecvMsgDefault: the largest message received follows
+// -max-resource-bytes unless -max-recv-msg-bytes is given.
+func TestMaxRecvMsgDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-dev"}, server.DefaultMaxResourceBytes + recvMsgHeadroom},
+		{[]string{"-dev", "-max-resource-bytes", "8388608"}, 8388608 + recvMsgHeadroom},
+		{[]string{"-dev", "-max-recv-msg-bytes", "2000000"}, 2000000},
+	} {
+		f, err := parseFlags(&options{name: "loom server"}, tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if f.maxRecvMsg != tc.want {
+			t.Errorf("%q: largest message received %d, want %d", tc.args, f.maxRecvMsg, tc.want)
+		}
 	}
 }

@@ -17,16 +17,18 @@
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
-// limits on connections (-handshake-timeout, -max-streams-per-conn). With
-// ACLs on, every refused request has an info log line naming the token
-// (never its secret). A certificate or ACL file that cannot be loaded stops
-// it at start.
+// limits on connections and messages (-handshake-timeout,
+// -max-streams-per-conn, -max-recv-msg-bytes, and keepalive:
+// -keepalive-min-time, -keepalive-time, -max-conn-idle). With ACLs on,
+// every refused request has an info log line naming the token (never its
+// secret). A certificate or ACL file that cannot be loaded stops it at
+// start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // A controller running in another process connects to a host with package
 // dial (TLS and a token). Not built yet: leader election for such remote
-// controllers, limits on message and name sizes, keepalive enforcement,
-// and storage and watch gauges.
+// controllers, and watch gauges for etcd storage (the in-memory backend's
+// are on /metrics).
 package host
 
 import (
@@ -216,6 +218,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	grpcMetrics := grpcprom.NewServerMetrics()
 	metrics.MustRegister(grpcMetrics)
+	mustRegisterStorageMetrics(metrics, backend)
 
 	// The controllers run in this process and talk to the service directly.
 	// A single in-memory server is always the leader; on etcd the servers
@@ -272,9 +275,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		audit := auditor{acls: acls, logger: logger.Named("audit")}
 		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
 	}
-	grpcOpts = append(grpcOpts,
-		grpc.ConnectionTimeout(f.handshakeTimeout),
-		grpc.MaxConcurrentStreams(uint32(f.maxStreams)))
+	grpcOpts = append(grpcOpts, limitOptions(f)...)
 	if tlsOpt != nil {
 		grpcOpts = append(grpcOpts, tlsOpt)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
+	"github.com/loomrt/loom/storage/inmem"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -115,5 +116,42 @@ func (h *httpServer) stop(timeout time.Duration, logger hclog.Logger) {
 	}
 	if err := <-h.done; err != nil {
 		logger.Error("HTTP server", "error", err)
+	}
+}
+
+// watchCounter is a backend that counts its watches (the in-memory one).
+type watchCounter interface{ WatchStats() inmem.WatchStats }
+
+var (
+	watchesOpenDesc = prometheus.NewDesc("loom_storage_watches_open",
+		"Watches open on the storage backend: one per WatchList stream, the in-process controllers' included.", nil, nil)
+	watchEventsBufferedDesc = prometheus.NewDesc("loom_storage_watch_events_buffered",
+		"Changes the storage backend's open watches hold that their consumers have not taken yet.", nil, nil)
+	watchesDroppedDesc = prometheus.NewDesc("loom_storage_watches_dropped_total",
+		"Watches the storage backend ended because their consumers fell behind (each re-watches and lists anew).", nil, nil)
+)
+
+// watchCollector serves a backend's watch counts, read once per scrape.
+type watchCollector struct{ backend watchCounter }
+
+func (c watchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- watchesOpenDesc
+	ch <- watchEventsBufferedDesc
+	ch <- watchesDroppedDesc
+}
+
+func (c watchCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.backend.WatchStats()
+	ch <- prometheus.MustNewConstMetric(watchesOpenDesc, prometheus.GaugeValue, float64(s.Open))
+	ch <- prometheus.MustNewConstMetric(watchEventsBufferedDesc, prometheus.GaugeValue, float64(s.Buffered))
+	ch <- prometheus.MustNewConstMetric(watchesDroppedDesc, prometheus.CounterValue, float64(s.Dropped))
+}
+
+// mustRegisterStorageMetrics registers backend's watch gauges on reg when
+// the backend counts its watches (the in-memory one does; etcd's does not
+// yet). It panics if reg has them already.
+func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
+	if wc, ok := backend.(watchCounter); ok {
+		reg.MustRegister(watchCollector{backend: wc})
 	}
 }

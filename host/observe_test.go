@@ -65,10 +65,15 @@ func TestHostHTTP(t *testing.T) {
 	_, metrics := waitHTTP(t, base+"/metrics", func(_ int, body string) bool {
 		return strings.Contains(body, "\nloom_controller_reconcile_total{")
 	})
-	for _, family := range []string{"go_goroutines", "process_", "workqueue_", `grpc_server_handled_total{grpc_code="OK",grpc_method="Write"`} {
+	for _, family := range []string{"go_goroutines", "process_", "workqueue_", `grpc_server_handled_total{grpc_code="OK",grpc_method="Write"`,
+		"\nloom_storage_watches_open ", "\nloom_storage_watch_events_buffered ", "\nloom_storage_watches_dropped_total 0\n"} {
 		if !strings.Contains(metrics, family) {
 			t.Errorf("/metrics lacks %s", family)
 		}
+	}
+	// The controllers' caches watch the storage.
+	if strings.Contains(metrics, "\nloom_storage_watches_open 0\n") {
+		t.Error("/metrics has no storage watch open, with the controllers primed")
 	}
 	if code, _ := httpGet(t, base+"/debug/pprof/"); code != http.StatusOK {
 		t.Errorf("/debug/pprof/ with -pprof = %d, want 200", code)

@@ -34,6 +34,10 @@
 // WatchList anyway, and its snapshot replaces everything the old watch would
 // have said.
 //
+// WatchStats counts the open watches, what they buffer and how many were
+// dropped, for metrics; it is read when asked, so the fan-out pays nothing
+// for it but an atomic add per dropped watch.
+//
 // # Fences
 //
 // The store ignores fences (storage.WithFence): it lives in one process,
@@ -48,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -86,6 +91,9 @@ func WithWatchBufferSize(n int) Option {
 // zero value is not usable; call New.
 type Backend struct {
 	watchBuffer int
+
+	// dropped counts the watches ended for falling behind (WatchStats).
+	dropped atomic.Uint64
 
 	// mu guards everything below. Writers hold it exclusively, readers
 	// shared.

@@ -60,8 +60,12 @@ func (b *Backend) publish(typ storage.UnversionedType, key rkey, res *pbresource
 		if ev == nil {
 			ev = eventq.NewEvent(res, deleted)
 		}
-		if w.buf.Push(ev) {
+		running, dropped := w.buf.TryPush(ev)
+		if running {
 			kept = append(kept, w)
+		}
+		if dropped {
+			b.dropped.Add(1)
 		}
 	}
 	if len(kept) < len(ws) {

@@ -69,15 +69,23 @@ func New[T any](limit int, snapshot []*pbresource.Resource, snapItem func(*pbres
 // they do not fit. It reports whether the watch is still running, and never
 // blocks on the consumer.
 func (q *Queue[T]) Push(items ...T) bool {
+	running, _ := q.TryPush(items...)
+	return running
+}
+
+// TryPush is Push that also reports whether this call ended the watch for
+// falling behind (false when it had ended before), for counting dropped
+// watches.
+func (q *Queue[T]) TryPush(items ...T) (running, endedNow bool) {
 	q.mu.Lock()
 	if q.err != nil {
 		q.mu.Unlock()
-		return false
+		return false, false
 	}
 	if len(q.pending)+len(items) > q.limit {
 		q.endLocked(storage.ErrWatchTooSlow)
 		q.mu.Unlock()
-		return false
+		return false, true
 	}
 	q.pending = append(q.pending, items...)
 	wake := q.waiting
@@ -89,7 +97,22 @@ func (q *Queue[T]) Push(items ...T) bool {
 		default:
 		}
 	}
-	return true
+	return true, false
+}
+
+// Buffered returns how many pushed items wait for the consumer: those not
+// yet taken from the producer's side and those taken but not handed out
+// (the snapshot is not counted). It takes both of the queue's locks: for
+// metrics, not for a hot path.
+func (q *Queue[T]) Buffered() int {
+	q.nextMu.Lock()
+	defer q.nextMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return 0 // dropped; the consumer's side is released by its next Next
+	}
+	return len(q.batch) - q.pos + len(q.pending)
 }
 
 // End ends the watch with err, unless it has ended already.
