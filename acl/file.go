@@ -93,6 +93,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 			}
 			t.rules = append(t.rules, r)
 		}
+		t.authz = Authorizer{t: t}
 		p.bySecret[h] = t
 	}
 	return p, nil

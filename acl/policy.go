@@ -20,6 +20,7 @@ type token struct {
 	name       string
 	secretHash [sha256.Size]byte
 	rules      []rule
+	authz      Authorizer // handed out by Token, made once
 }
 
 type rule struct {
@@ -38,7 +39,7 @@ func (p *Policy) Token(secret string) (*Authorizer, bool) {
 	if !ok || subtle.ConstantTimeCompare(t.secretHash[:], h[:]) != 1 {
 		return nil, false
 	}
-	return &Authorizer{t: t}, true
+	return &t.authz, true
 }
 
 // Len returns how many tokens the policy names.

@@ -84,7 +84,7 @@ func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 		return nil, errors.New("dial: give WithTLS (or WithInsecure to connect in plaintext)")
 	}
 	if c.token != "" {
-		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{token: c.token, secure: !c.insecure}))
+		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{md: map[string]string{TokenMetadataKey: c.token}, secure: !c.insecure}))
 	}
 	return grpc.NewClient(addr, append(dopts, c.extra...)...)
 }
@@ -134,14 +134,15 @@ func (r *renewingTLS) OverrideServerName(name string) error {
 	return nil
 }
 
-// tokenCreds sends the token with every call.
+// tokenCreds sends the token with every call. Its metadata map is made
+// once; gRPC only reads it.
 type tokenCreds struct {
-	token  string
+	md     map[string]string
 	secure bool
 }
 
 func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{TokenMetadataKey: t.token}, nil
+	return t.md, nil
 }
 
 // RequireTransportSecurity keeps a token off plaintext connections unless
