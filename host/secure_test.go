@@ -22,6 +22,7 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/host"
+	"github.com/loomrt/loom/internal/testcerts"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -63,14 +64,14 @@ func bar(t *testing.T, namespace, name, baz string) *pbresource.Resource {
 func secureFiles(t *testing.T) (args []string, clientTLS *tls.Config) {
 	t.Helper()
 	dir := t.TempDir()
-	ca := newAuthority(t, "test CA")
-	srvCert, srvKey := ca.leaf(t, "host")
-	cliCert, cliKey := ca.leaf(t, "client")
+	ca := testcerts.NewAuthority(t, "test CA")
+	srvCert, srvKey := ca.Leaf(t, "host")
+	cliCert, cliKey := ca.Leaf(t, "client")
 	args = []string{
 		"-dev",
 		"-tls-cert", writeFile(t, dir, "host.pem", srvCert),
 		"-tls-key", writeFile(t, dir, "host-key.pem", srvKey),
-		"-tls-client-ca", writeFile(t, dir, "ca.pem", ca.pem),
+		"-tls-client-ca", writeFile(t, dir, "ca.pem", ca.PEM),
 		"-acl-file", writeFile(t, dir, "acl.yaml", []byte(testACL)),
 	}
 	pair, err := tls.X509KeyPair(cliCert, cliKey)
@@ -78,7 +79,7 @@ func secureFiles(t *testing.T) (args []string, clientTLS *tls.Config) {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AppendCertsFromPEM(ca.PEM)
 	return args, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost", MinVersion: tls.VersionTLS12}
 }
 
