@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
@@ -117,7 +117,7 @@ func TestSingletonWritesAreFenced(t *testing.T) {
 	svc := startService(t)
 	rec := &fenceRecorder{ResourceServiceClient: svc.Client, writes: map[string][]string{}}
 	lease := newFencingLease()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	m, err := controller.NewManager(rec, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}),
 		controller.WithLease(lease), controller.WithWatchRetry(time.Millisecond, 20*time.Millisecond))
 	require.NoError(t, err)
@@ -173,22 +173,4 @@ func TestSingletonWritesAreFenced(t *testing.T) {
 	waitLast("gone-c", "")
 	_, ok := rec.last("zip-c")
 	require.False(t, ok, "the singleton ran without the lease")
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -10,13 +10,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // jsonLines parses the JSON log lines written to b so far.
-func jsonLines(t *testing.T, b *syncBuffer) []map[string]any {
+func jsonLines(t *testing.T, b *testlog.Buffer) []map[string]any {
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if line == "" {
@@ -38,7 +39,7 @@ func TestReconcileLoggerNamesControllerAndRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			svc := startService(t)
 			writeBar(t, svc.Client, "a", "x", nil)
-			out := &syncBuffer{}
+			out := &testlog.Buffer{}
 			logger := hclog.New(&hclog.LoggerOptions{Name: "test", Output: out, JSONFormat: true, Level: hclog.Info})
 
 			var m *controller.Manager

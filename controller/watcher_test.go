@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
@@ -32,7 +33,7 @@ func TestWatchAuthFailureIsLoud(t *testing.T) {
 			require.NoError(t, foo.RegisterTypes(reg))
 			svc := server.New(server.Config{Backend: inmem.New(), Registry: reg,
 				ACLResolver: func(context.Context) (resource.Authorizer, error) { return nil, refusal }})
-			logs := &syncBuffer{}
+			logs := &testlog.Buffer{}
 			m, err := controller.NewManager(server.NewInProcessClient(svc),
 				hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Error}),
 				controller.WithWatchRetry(time.Millisecond, 20*time.Millisecond))

@@ -23,6 +23,7 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/host"
 	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -233,7 +234,7 @@ func TestHostRefusesBadFiles(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			log := &syncBuffer{}
+			log := &testlog.Buffer{}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := host.Run(ctx, tc.args, log, registerExamples)

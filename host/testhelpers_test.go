@@ -1,39 +1,19 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/host"
+	"github.com/loomrt/loom/internal/testlog"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the host's goroutines
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var (
 	grpcListeningRE = regexp.MustCompile(`gRPC server listening: addr=(\S+)`)
@@ -52,7 +32,7 @@ func registerExamples(h *host.Host) error {
 // runningHost is a host started by startHost.
 type runningHost struct {
 	grpcAddr, httpAddr string
-	log                *syncBuffer
+	log                *testlog.Buffer
 	stop               func() error
 }
 
@@ -61,7 +41,7 @@ type runningHost struct {
 func startHost(t *testing.T, args ...string) *runningHost {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &runningHost{log: &syncBuffer{}}
+	h := &runningHost{log: &testlog.Buffer{}}
 	done := make(chan error, 1)
 	args = append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, args...)
 	go func() { done <- host.Run(ctx, args, h.log, registerExamples, host.WithName("testhost")) }()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -74,7 +75,7 @@ func TestClientCommands(t *testing.T) {
 
 	// watch prints the snapshot and its end, then runs until cancelled.
 	watchCtx, cancel := context.WithCancel(ctx)
-	var watchOut syncBuffer
+	var watchOut testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(watchCtx, []string{"watch", "-addr", addr, "foo.v1.Bar"}, &watchOut, &bytes.Buffer{})

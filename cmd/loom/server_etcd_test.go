@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage/etcd/etcdtest"
 )
@@ -14,7 +15,7 @@ import (
 var becameLeaderRE = regexp.MustCompile(`became leader: term=(\d+)`)
 
 // waitLog waits until re matches log and returns the match.
-func waitLog(t *testing.T, log *syncBuffer, re *regexp.Regexp, within time.Duration) []string {
+func waitLog(t *testing.T, log *testlog.Buffer, re *regexp.Regexp, within time.Duration) []string {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -109,7 +110,7 @@ func TestEtcdServerUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &testlog.Buffer{}
 	err = run(context.Background(), []string{"server", "-storage", "etcd", "-etcd-endpoints", u.Host,
 		"-grpc-addr", "127.0.0.1:0"}, nil, log)
 	if err == nil || !regexp.MustCompile(`etcd at .* does not answer`).MatchString(err.Error()) {

@@ -22,37 +22,19 @@ import (
 
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the server's goroutines
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var listeningRE = regexp.MustCompile(`gRPC server listening: addr=(\S+)`)
 
 // startServer runs `loom server` with args in the background and returns its
 // bound address, its log, and a function that stops it and returns run's
 // result.
-func startServer(t *testing.T, args ...string) (addr string, log *syncBuffer, stop func() error) {
+func startServer(t *testing.T, args ...string) (addr string, log *testlog.Buffer, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log = &syncBuffer{}
+	log = &testlog.Buffer{}
 	done := make(chan error, 1)
 	// The HTTP endpoints on a free port too, so servers run side by side.
 	args = append([]string{"server", "-http-addr", "127.0.0.1:0"}, args...)
