@@ -112,7 +112,7 @@ func TestEtcdServerUnreachable(t *testing.T) {
 	}
 	log := &testlog.Buffer{}
 	err = run(context.Background(), []string{"server", "-storage", "etcd", "-etcd-endpoints", u.Host,
-		"-grpc-addr", "127.0.0.1:0"}, nil, log)
+		"-grpc-addr", "127.0.0.1:0", "-http-addr", ""}, nil, log)
 	if err == nil || !regexp.MustCompile(`etcd at .* does not answer`).MatchString(err.Error()) {
 		t.Fatalf("got %v, want an error saying etcd does not answer", err)
 	}

@@ -304,7 +304,7 @@ func TestServerAddressInUse(t *testing.T) {
 	// would serve instead of failing.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := run(ctx, []string{"server", "-dev", "-grpc-addr", addr}, io.Discard, io.Discard)
+	err := run(ctx, []string{"server", "-dev", "-grpc-addr", addr, "-http-addr", ""}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("second server on %s: got %v, want an address-in-use error", addr, err)
 	}
