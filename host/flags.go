@@ -81,6 +81,7 @@ type config struct {
 
 	tlsCert, tlsKey, tlsClientCA string
 	aclFile                      string
+	reloadInterval               time.Duration
 	httpAddr                     string
 	pprof                        bool
 
@@ -127,6 +128,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", 5*time.Second,
+		"how often the -acl-file and -tls-* files are checked for changes (the ACL file is also reloaded on SIGHUP)")
 	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
@@ -160,6 +163,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.maxResource <= 0 {
 		return f, usagef("-max-resource-bytes must be positive")
+	}
+	if f.reloadInterval <= 0 {
+		return f, usagef("-reload-interval must be positive")
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return f, usagef("-tls-cert and -tls-key go together")

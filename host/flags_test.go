@@ -49,6 +49,7 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-dev", "-keepalive-time", "500ms"}, wantErr: "-keepalive-time must be at least 1s", usage: true},
 		{args: []string{"-dev", "-max-conn-idle", "-1s"}, wantErr: "-max-conn-idle", usage: true},
 		{args: []string{"-dev", "-tls-key", "k.pem"}, wantErr: "-tls-cert and -tls-key", usage: true},
+		{args: []string{"-dev", "-reload-interval", "0s"}, wantErr: "-reload-interval must be positive", usage: true},
 		{args: []string{"-dev", "-tls-client-ca", "ca.pem"}, wantErr: "-tls-client-ca needs", usage: true},
 		{args: []string{"-dev", "-http-addr", "", "-pprof"}, wantErr: "-pprof needs", usage: true},
 		{args: []string{"-dev", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-client-ca", "ca.pem", "-acl-file", "acl.yaml",

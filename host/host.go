@@ -291,7 +291,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	aclCtx, stopACL := context.WithCancel(context.Background())
 	defer stopACL()
 	if acls != nil {
-		go acls.Run(aclCtx, 0)
+		go acls.Run(aclCtx, f.reloadInterval)
 	}
 
 	serveErr := make(chan error, 1)

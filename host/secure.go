@@ -20,6 +20,7 @@ func tlsOption(f config, logger hclog.Logger) (grpc.ServerOption, error) {
 		return nil, nil
 	}
 	cfg, err := certs.ServerConfig(certs.Files{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsClientCA},
+		certs.CheckEvery(f.reloadInterval),
 		certs.OnReloadError(func(err error) {
 			logger.Error("TLS files not reloaded", "error", err)
 		}))

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -64,8 +65,16 @@ func bar(t *testing.T, namespace, name, baz string) *pbresource.Resource {
 // the ACL file, and returns the host's flags and the client's TLS config.
 func secureFiles(t *testing.T) (args []string, clientTLS *tls.Config) {
 	t.Helper()
+	args, clientTLS, _ = secureFilesWithCA(t)
+	return args, clientTLS
+}
+
+// secureFilesWithCA is secureFiles that also returns the CA, to sign a
+// renewed certificate with.
+func secureFilesWithCA(t *testing.T) (args []string, clientTLS *tls.Config, ca *testcerts.Authority) {
+	t.Helper()
 	dir := t.TempDir()
-	ca := testcerts.NewAuthority(t, "test CA")
+	ca = testcerts.NewAuthority(t, "test CA")
 	srvCert, srvKey := ca.Leaf(t, "host")
 	cliCert, cliKey := ca.Leaf(t, "client")
 	args = []string{
@@ -81,7 +90,73 @@ func secureFiles(t *testing.T) (args []string, clientTLS *tls.Config) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM)
-	return args, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	return args, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost", MinVersion: tls.VersionTLS12}, ca
+}
+
+// flagValue returns the value that follows name in args.
+func flagValue(t *testing.T, args []string, name string) string {
+	t.Helper()
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	t.Fatalf("no %s in %v", name, args)
+	return ""
+}
+
+// TestHostReloadsFiles changes the ACL file and renews the certificate of a
+// running host: a token added to the file is accepted, and new connections
+// get the renewed certificate, with no restart.
+func TestHostReloadsFiles(t *testing.T) {
+	args, clientTLS, ca := secureFilesWithCA(t)
+	h := startHost(t, append(args, "-reload-interval", "20ms")...)
+	client := dialTLS(t, h.grpcAddr, clientTLS)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	late := metadata.AppendToOutgoingContext(ctx, "x-consul-token", "late-secret")
+
+	_, err := client.Write(late, &pbresource.WriteRequest{Resource: bar(t, "team-a", "late", "L")})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Write with a token not yet in the file: got %v, want Unauthenticated", err)
+	}
+	aclFile := flagValue(t, args, "-acl-file")
+	writeFile(t, filepath.Dir(aclFile), filepath.Base(aclFile), []byte(testACL+`  - name: late
+    secret: "late-secret"
+    rules:
+      - {type: "foo.*.*", partition: "*", namespace: "*", access: write}
+`))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = client.Write(late, &pbresource.WriteRequest{Resource: bar(t, "team-a", "late", "L")})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the token added to the ACL file is still refused after 10s: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+
+	// Renew the host's certificate in place.
+	certPEM, keyPEM := ca.Leaf(t, "renewed host")
+	certFile, keyFile := flagValue(t, args, "-tls-cert"), flagValue(t, args, "-tls-key")
+	writeFile(t, filepath.Dir(keyFile), filepath.Base(keyFile), keyPEM)
+	writeFile(t, filepath.Dir(certFile), filepath.Base(certFile), certPEM)
+	for {
+		conn, err := tls.Dial("tcp", h.grpcAddr, clientTLS)
+		if err == nil {
+			name := conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+			conn.Close()
+			if name == "renewed host" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new connections still get the old certificate after 10s (last error %v)", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
 }
 
 func dialTLS(t *testing.T, addr string, cfg *tls.Config) pbresource.ResourceServiceClient {
