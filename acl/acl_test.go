@@ -168,7 +168,7 @@ func TestSourceResolveAndReload(t *testing.T) {
 	resolve := func(secret ...string) (resource.Authorizer, error) {
 		md := metadata.MD{}
 		for _, s := range secret {
-			md.Append(acl.TokenMetadataKey, s)
+			md.Append(resource.TokenMetadataKey, s)
 		}
 		return src.Resolve(metadata.NewIncomingContext(context.Background(), md))
 	}

@@ -37,7 +37,7 @@ func TestServerWithACLs(t *testing.T) {
 		if secret == "" {
 			return context.Background()
 		}
-		return metadata.AppendToOutgoingContext(context.Background(), acl.TokenMetadataKey, secret)
+		return metadata.AppendToOutgoingContext(context.Background(), resource.TokenMetadataKey, secret)
 	}
 	write := func(secret, namespace, name string) error {
 		data, err := anypb.New(&pbfoov1.Bar{Baz: name})

@@ -20,10 +20,6 @@ import (
 	"github.com/loomrt/loom/resource"
 )
 
-// TokenMetadataKey is the gRPC metadata key a caller's token travels in:
-// the one Consul's clients send.
-const TokenMetadataKey = "x-consul-token"
-
 // Source is an ACL file and the Policy last loaded from it. Resolve serves
 // as server.Config.ACLResolver; Run reloads the file when it changes or
 // the process gets SIGHUP. A file that fails to load leaves the previous
@@ -108,12 +104,12 @@ func (s *Source) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Resolve returns the Authorizer of the token in ctx's incoming gRPC
-// metadata (TokenMetadataKey). No token, or one the policy does not name,
+// metadata (resource.TokenMetadataKey). No token, or one the policy does not name,
 // is Unauthenticated.
 func (s *Source) Resolve(ctx context.Context) (resource.Authorizer, error) {
-	tokens := metadata.ValueFromIncomingContext(ctx, TokenMetadataKey)
+	tokens := metadata.ValueFromIncomingContext(ctx, resource.TokenMetadataKey)
 	if len(tokens) == 0 || tokens[0] == "" {
-		return nil, status.Errorf(codes.Unauthenticated, "ACLs are on: send a token in the %s metadata", TokenMetadataKey)
+		return nil, status.Errorf(codes.Unauthenticated, "ACLs are on: send a token in the %s metadata", resource.TokenMetadataKey)
 	}
 	a, ok := s.Policy().Token(tokens[0])
 	if !ok {

@@ -23,10 +23,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/loomrt/loom/certs"
+	"github.com/loomrt/loom/resource"
 )
-
-// TokenMetadataKey is the gRPC metadata key the token travels in.
-const TokenMetadataKey = "x-consul-token"
 
 // Option configures Dial.
 type Option func(*config)
@@ -84,7 +82,7 @@ func Dial(addr string, opts ...Option) (*grpc.ClientConn, error) {
 		return nil, errors.New("dial: give WithTLS (or WithInsecure to connect in plaintext)")
 	}
 	if c.token != "" {
-		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{md: map[string]string{TokenMetadataKey: c.token}, secure: !c.insecure}))
+		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCreds{md: map[string]string{resource.TokenMetadataKey: c.token}, secure: !c.insecure}))
 	}
 	return grpc.NewClient(addr, append(dopts, c.extra...)...)
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/acl"
+	"github.com/loomrt/loom/resource"
 )
 
 // auditor logs, at info level, every request the ACLs refused: the method,
@@ -38,7 +39,7 @@ func (a auditor) check(ctx context.Context, method string, err error) {
 		return
 	}
 	token := "(none)"
-	if secrets := metadata.ValueFromIncomingContext(ctx, acl.TokenMetadataKey); len(secrets) > 0 && secrets[0] != "" {
+	if secrets := metadata.ValueFromIncomingContext(ctx, resource.TokenMetadataKey); len(secrets) > 0 && secrets[0] != "" {
 		token = "(unknown)"
 		if authz, ok := a.acls.Policy().Token(secrets[0]); ok {
 			token = authz.Name()

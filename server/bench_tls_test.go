@@ -17,6 +17,7 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/internal/testcerts"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // benchToken is the secret of the write token of the benchmarks' ACL file.
@@ -102,7 +103,7 @@ func TestTLSTokenTransport(t *testing.T) {
 	for token, code := range map[string]codes.Code{"": codes.Unauthenticated, "bench-reader-secret": codes.PermissionDenied} {
 		md := metadata.MD{}
 		if token != "" {
-			md.Set(acl.TokenMetadataKey, token)
+			md.Set(resource.TokenMetadataKey, token)
 		}
 		_, err := env.server.Read(metadata.NewIncomingContext(ctx, md), &pbresource.ReadRequest{Id: widgetID("w")})
 		requireCode(t, err, code)
