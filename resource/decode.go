@@ -10,21 +10,31 @@ import (
 // Decode unmarshals res.Data into a new message of type T. A nil Data or
 // one holding another message type is an ErrDataParse.
 func Decode[T proto.Message](res *pbresource.Resource) (T, error) {
-	var zero T
 	msg := newMessage[T]()
+	if err := decodeInto(res, msg); err != nil {
+		var zero T
+		return zero, err
+	}
+	return msg, nil
+}
+
+// decodeInto unmarshals res.Data into msg, a new, empty message: an
+// ErrDataParse when Data is nil, holds another message type or does not
+// parse.
+func decodeInto(res *pbresource.Resource, msg proto.Message) error {
 	if res.GetData() == nil {
-		return zero, ErrDataParse{TypeName: string(msg.ProtoReflect().Descriptor().FullName()), Wrapped: ErrMissing}
+		return ErrDataParse{TypeName: string(msg.ProtoReflect().Descriptor().FullName()), Wrapped: ErrMissing}
 	}
 	// res.Data.UnmarshalTo(msg) without its Reset of msg, which is new:
 	// merging into an empty message is unmarshalling it. A Data of another
 	// type goes through UnmarshalTo for its error.
 	if !res.Data.MessageIs(msg) {
-		return zero, NewErrDataParse(msg, res.Data.UnmarshalTo(msg))
+		return NewErrDataParse(msg, res.Data.UnmarshalTo(msg))
 	}
 	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(res.Data.GetValue(), msg); err != nil {
-		return zero, NewErrDataParse(msg, err)
+		return NewErrDataParse(msg, err)
 	}
-	return msg, nil
+	return nil
 }
 
 // DecodeResource returns res with its Data decoded as T (see Decode). The

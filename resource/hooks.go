@@ -97,11 +97,8 @@ func (t Registered) Validate(res *pbresource.Resource, data proto.Message) error
 // Decode decodes res's Data into a new message of the type's.
 func (t Registered) Decode(res *pbresource.Resource) (proto.Message, error) {
 	msg := t.Message.New().Interface()
-	if res.GetData() == nil {
-		return nil, ErrDataParse{TypeName: string(t.MessageName()), Wrapped: ErrMissing}
-	}
-	if err := res.Data.UnmarshalTo(msg); err != nil {
-		return nil, NewErrDataParse(msg, err)
+	if err := decodeInto(res, msg); err != nil {
+		return nil, err
 	}
 	return msg, nil
 }
