@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 
@@ -30,15 +29,6 @@ type ruleSpec struct {
 	Partition string `yaml:"partition"`
 	Namespace string `yaml:"namespace"`
 	Access    string `yaml:"access"`
-}
-
-// Load reads and parses the ACL file at path (see Parse).
-func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the ACL file: %w", err)
-	}
-	return Parse(path, data)
 }
 
 // Parse parses an ACL file's content; name (the file's path) starts every
