@@ -2,16 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/loomrt/loom/internal/testcerts"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -34,46 +28,16 @@ import (
 // config presenting that same certificate.
 func testPKI(t *testing.T) (caFile, certFile, keyFile string, client *tls.Config) {
 	t.Helper()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	must(err)
-	ca, err := x509.ParseCertificate(caDER)
-	must(err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(err)
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "loom"},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}, ca, &key.PublicKey, caKey)
-	must(err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	must(err)
 	dir := t.TempDir()
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		must(os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600))
-		return p
-	}
-	caFile, certFile, keyFile = write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", kder)
+	ca := testcerts.NewAuthority(t, "test CA")
+	caFile = ca.WriteCA(t, dir, "ca")
+	certFile, keyFile = ca.WriteLeaf(t, dir, "loom")
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	must(err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AppendCertsFromPEM(ca.PEM)
 	return caFile, certFile, keyFile, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost", MinVersion: tls.VersionTLS12}
 }
 
