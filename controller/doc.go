@@ -12,7 +12,7 @@
 //
 // Who may change what follows the one rule in the resource package doc
 // ("Who may change a message"): watch events and what the cache holds are
-// immutable; a reconciler's cache reads and a dependency mapper's resource
-// are their own copies, while event filters and read-only cache views see
-// the cache's own resources and must not change them.
+// immutable; a reconciler's cache reads are its own copies, while
+// dependency mappers, event filters and read-only cache views see the
+// cache's own resources and must not change them.
 package controller
