@@ -99,6 +99,7 @@ type Option func(*options)
 type options struct {
 	name        string
 	description string
+	flags       []func(*flag.FlagSet)
 }
 
 // WithName sets the command name shown in usage and messages (default:
@@ -107,6 +108,14 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 
 // WithDescription sets a paragraph describing the host, shown by -h.
 func WithDescription(text string) Option { return func(o *options) { o.description = text } }
+
+// WithFlags lets a host define flags of its own: add is called with the
+// host's flag set before the command line is parsed, so the values the
+// flags point at are set when the RegisterFunc runs. Names the host
+// already defines panic, as with any flag.FlagSet.
+func WithFlags(add func(*flag.FlagSet)) Option {
+	return func(o *options) { o.flags = append(o.flags, add) }
+}
 
 func newOptions(opts []Option) *options {
 	o := &options{name: filepath.Base(os.Args[0])}

@@ -410,6 +410,7 @@ func startLoom(t *testing.T, dir, bin, node string, endpoints []string) *loomSer
 		"-http-addr", "127.0.0.1:0",
 		"-lease-ttl", leaseTTL.String(),
 		"-node-name", node,
+		"-examples",
 		"-log-json",
 	)
 	s := &loomServer{proc: p, node: node}
