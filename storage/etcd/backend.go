@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -76,6 +77,12 @@ type Backend struct {
 	// linearizable ones; for tests.
 	slowWrites    atomic.Int64
 	readFallbacks atomic.Int64
+
+	// watches are the running watches and dropped counts those ended for
+	// falling behind, for WatchStats.
+	watchMu sync.Mutex
+	watches map[*watch]struct{}
+	dropped atomic.Uint64
 
 	// beforeWatch, when set (by tests), runs between the snapshot read of
 	// a WatchList and the start of its etcd watch.

@@ -14,7 +14,7 @@ import (
 func TestWatchStats(t *testing.T) {
 	ctx := ctxT(t)
 	b := New(WithWatchBufferSize(2))
-	require.Equal(t, WatchStats{}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{}, b.WatchStats())
 
 	fast, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
 	require.NoError(t, err)
@@ -31,25 +31,25 @@ func TestWatchStats(t *testing.T) {
 	}
 	write(0)
 	write(1)
-	require.Equal(t, WatchStats{Open: 2, Buffered: 4}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Open: 2, Buffered: 4}, b.WatchStats())
 
 	// fast takes one change; the other stays buffered (the batch it took
 	// holds both).
 	_, err = fast.Next(ctx)
 	require.NoError(t, err)
-	require.Equal(t, WatchStats{Open: 2, Buffered: 3}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Open: 2, Buffered: 3}, b.WatchStats())
 
 	// A third change: slow's buffer (2) overflows and slow is dropped;
 	// fast has room again.
 	_, err = fast.Next(ctx)
 	require.NoError(t, err)
 	write(2)
-	require.Equal(t, WatchStats{Open: 1, Buffered: 1, Dropped: 1}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Open: 1, Buffered: 1, Dropped: 1}, b.WatchStats())
 	_, err = slow.Next(ctx)
 	require.ErrorIs(t, err, storage.ErrWatchTooSlow)
 	slow.Close()
 
 	// Closing is not dropping.
 	fast.Close()
-	require.Equal(t, WatchStats{Dropped: 1}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Dropped: 1}, b.WatchStats())
 }
