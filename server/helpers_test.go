@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
@@ -33,6 +34,7 @@ type envConfig struct {
 	acl         func(context.Context) (resource.Authorizer, error)
 	watchBuffer int
 	wrap        func(storage.Backend) storage.Backend
+	logger      hclog.Logger
 }
 
 type envOption func(*envConfig)
@@ -43,6 +45,10 @@ func withACL(resolver func(context.Context) (resource.Authorizer, error)) envOpt
 
 func withWatchBuffer(n int) envOption {
 	return func(c *envConfig) { c.watchBuffer = n }
+}
+
+func withLogger(l hclog.Logger) envOption {
+	return func(c *envConfig) { c.logger = l }
 }
 
 func withBackendWrapper(wrap func(storage.Backend) storage.Backend) envOption {
@@ -66,7 +72,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	}
 	reg := resource.NewRegistry()
 	require.NoError(t, foo.RegisterTypes(reg))
-	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl})
+	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl, Logger: ec.logger})
 	return &testEnv{backend: b, registry: reg, server: s, client: NewInProcessClient(s)}
 }
 
