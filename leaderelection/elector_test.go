@@ -1,0 +1,162 @@
+package leaderelection_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loomrt/loom/leaderelection"
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+func TestOneReplicaHoldsTheOtherWaits(t *testing.T) {
+	s := startService(t)
+	s.writeReleased(t)
+	a := s.startReplica(t, "a")
+	waitFor(t, 10*time.Second, "a holds the lease", a.Held)
+	b := s.startReplica(t, "b")
+	watchHolders(t, a, b)
+	waitFor(t, 10*time.Second, "b sees a as the holder", func() bool { return b.Holder() == "a" })
+
+	// a keeps renewing: over two lease durations b never takes it.
+	until := time.Now().Add(2 * 800 * time.Millisecond)
+	for time.Now().Before(until) {
+		if got := holders(a, b); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("holders = %v, want only a", got)
+		}
+		time.Sleep(5 * time.Millisecond) // sampling over a window
+	}
+	if rec := s.readLease(t); rec.HolderIdentity != "a" || rec.LeaseTransitions != 1 {
+		t.Fatalf("stored lease = %v, want held by a after 1 transition", rec)
+	}
+}
+
+func TestReleaseOnStopHandsOverAtOnce(t *testing.T) {
+	s := startService(t)
+	s.writeReleased(t)
+	a := s.startReplica(t, "a")
+	waitFor(t, 10*time.Second, "a holds the lease", a.Held)
+	b := s.startReplica(t, "b")
+	watchHolders(t, a, b)
+	waitFor(t, 10*time.Second, "b sees a as the holder", func() bool { return b.Holder() == "a" })
+
+	changed := a.Changed()
+	a.stop(t)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a's Changed did not fire when it stopped")
+	}
+	if a.Held() {
+		t.Fatal("a still holds the lease after Run returned")
+	}
+	stopped := time.Now()
+	// The lease was released, so b takes it on its next attempt, well
+	// before the lease duration (800 ms) could have run out.
+	waitFor(t, 10*time.Second, "b holds the lease", b.Held)
+	if took := time.Since(stopped); took >= 800*time.Millisecond {
+		t.Fatalf("b took %v to take the released lease: as long as an expiry", took)
+	}
+	if rec := s.readLease(t); rec.HolderIdentity != "b" || rec.LeaseTransitions != 2 {
+		t.Fatalf("stored lease = %v, want held by b after 2 transitions", rec)
+	}
+}
+
+func TestDeadHolderLosesTheLeaseAfterItsDuration(t *testing.T) {
+	s := startService(t)
+	s.writeReleased(t)
+	a := s.startReplica(t, "a")
+	waitFor(t, 10*time.Second, "a holds the lease", a.Held)
+	b := s.startReplica(t, "b")
+	watchHolders(t, a, b)
+	waitFor(t, 10*time.Second, "b sees a as the holder", func() bool { return b.Holder() == "a" })
+
+	// Cut a off from the server: it can neither renew nor release.
+	lost := a.Changed()
+	if err := a.conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not give the lease up when it could not renew")
+	}
+	gaveUp := time.Since(cut)
+	waitFor(t, 10*time.Second, "b holds the lease", b.Held)
+	took := time.Since(cut)
+	// a gives up within its renew deadline (400 ms) of its last renewal;
+	// b takes over no sooner than a lease duration (800 ms) after it saw
+	// that renewal, sent at most a retry period (20 ms) before the cut.
+	if gaveUp > 400*time.Millisecond+200*time.Millisecond {
+		t.Errorf("a gave the lease up %v after it was cut off; want about the renew deadline (400ms)", gaveUp)
+	}
+	if took < 800*time.Millisecond-100*time.Millisecond {
+		t.Errorf("b took the lease %v after a was cut off; want at least about the lease duration (800ms)", took)
+	}
+	if rec := s.readLease(t); rec.HolderIdentity != "b" {
+		t.Fatalf("stored lease = %v, want held by b", rec)
+	}
+}
+
+func TestConcurrentCampaignsElectExactlyOne(t *testing.T) {
+	s := startService(t)
+	s.writeReleased(t)
+	var rs []*replica
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		rs = append(rs, s.newReplica(t, name))
+	}
+	watchHolders(t, rs...)
+	for _, r := range rs {
+		r.start(t)
+	}
+	waitFor(t, 10*time.Second, "a replica holds the lease", func() bool { return len(holders(rs...)) == 1 })
+	leader := holders(rs...)[0]
+	waitFor(t, 10*time.Second, "every replica sees the leader", func() bool {
+		for _, r := range rs {
+			if r.Holder() != leader {
+				return false
+			}
+		}
+		return true
+	})
+	if rec := s.readLease(t); rec.HolderIdentity != leader || rec.LeaseTransitions != 1 {
+		t.Fatalf("stored lease = %v, want held by %s after exactly 1 transition", rec, leader)
+	}
+}
+
+func TestNewLeaseIsTakenAfterOneDuration(t *testing.T) {
+	s := startService(t)
+	start := time.Now()
+	a := s.startReplica(t, "a")
+	b := s.startReplica(t, "b")
+	watchHolders(t, a, b)
+	waitFor(t, 10*time.Second, "a replica holds the new lease", func() bool { return len(holders(a, b)) == 1 })
+	if took := time.Since(start); took < 800*time.Millisecond {
+		t.Fatalf("the new lease was taken after %v, before one lease duration (800ms)", took)
+	}
+}
+
+func TestNewRefusesBadSettings(t *testing.T) {
+	s := startService(t)
+	for _, tc := range []struct {
+		name     string
+		id       *pbresource.ID
+		identity string
+		opts     []leaderelection.Option
+	}{
+		{"no name", &pbresource.ID{}, "a", nil},
+		{"other type", &pbresource.ID{Type: &pbresource.Type{Group: "foo", GroupVersion: "v1", Kind: "Bar"}, Name: "x"}, "a", nil},
+		{"no identity", leaseID, "", nil},
+		{"deadline not below duration", leaseID, "a", []leaderelection.Option{leaderelection.WithRenewDeadline(20 * time.Second)}},
+		{"retry not below deadline", leaseID, "a", []leaderelection.Option{leaderelection.WithRetryPeriod(10 * time.Second)}},
+		{"no retry period", leaseID, "a", []leaderelection.Option{leaderelection.WithRetryPeriod(0)}},
+	} {
+		if _, err := leaderelection.New(s.client, tc.id, tc.identity, tc.opts...); err == nil {
+			t.Errorf("%s: New succeeded", tc.name)
+		}
+	}
+	if _, err := leaderelection.New(s.client, &pbresource.ID{Name: "x"}, "a"); err != nil {
+		t.Errorf("New with the defaults: %v", err)
+	}
+}
