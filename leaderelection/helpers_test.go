@@ -19,13 +19,20 @@ import (
 	"github.com/loomrt/loom/resourcetest"
 )
 
-// Short timings for tests: a holder renews every 20 ms, gives the lease up
-// 400 ms after its last renewal, and the others take it 800 ms after they
-// saw it change.
+// Short timings for tests: a holder renews every retry period, gives the
+// lease up a renew deadline after its last renewal, and the others take it
+// a lease duration after they saw it change. The renew deadline is long
+// enough that a loaded test machine does not miss renewals.
+const (
+	testLeaseDuration = 1500 * time.Millisecond
+	testRenewDeadline = 1000 * time.Millisecond
+	testRetryPeriod   = 25 * time.Millisecond
+)
+
 var fast = []leaderelection.Option{
-	leaderelection.WithLeaseDuration(800 * time.Millisecond),
-	leaderelection.WithRenewDeadline(400 * time.Millisecond),
-	leaderelection.WithRetryPeriod(20 * time.Millisecond),
+	leaderelection.WithLeaseDuration(testLeaseDuration),
+	leaderelection.WithRenewDeadline(testRenewDeadline),
+	leaderelection.WithRetryPeriod(testRetryPeriod),
 }
 
 // leaseID is the lease resource every test campaigns for.
