@@ -4,8 +4,8 @@
 // itself, like Kubernetes' Lease objects. An Elector is a controller.Lease:
 // the Manager runs singleton controllers only while it is held.
 //
-//	el, err := leaderelection.New(client, &pbresource.ID{Name: "my-controllers"}, identity)
-//	mgr, err := controller.NewManager(client, logger, controller.WithLease(el))
+//	lease, err := leaderelection.New(client, &pbresource.ID{Name: "my-controllers"}, identity)
+//	mgr, err := controller.NewManager(client, logger, controller.WithLease(lease))
 //
 // The lease is a loom.v1.Lease resource (LeaseType; data pbleasev1.Lease:
 // holder identity, lease duration, acquire and renew times, transitions)

@@ -1,12 +1,16 @@
 package leaderelection_test
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resourcetest"
 )
 
 func TestOneReplicaHoldsTheOtherWaits(t *testing.T) {
@@ -162,5 +166,28 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	}
 	if _, err := leaderelection.New(s.client, &pbresource.ID{Name: "x"}, "a"); err != nil {
 		t.Errorf("New with the defaults: %v", err)
+	}
+}
+
+// A server that does not know loom.v1.Lease (Consul) makes Run fail, with
+// an error that says so, rather than campaign forever.
+func TestRunFailsWhenTheServerLacksTheType(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	el, err := leaderelection.New(client, leaseID, "a", fast...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- el.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "loom.v1.Lease") {
+			t.Fatalf("Run: %v, want an error naming loom.v1.Lease", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not fail within 10s")
+	}
+	if el.Held() {
+		t.Fatal("Held after a failed Run")
 	}
 }
