@@ -150,6 +150,10 @@ func (e *Elector) Run(ctx context.Context) error {
 // tryAcquire reads the lease and takes it if it is free, creating it if
 // there is none. It returns only errors that end Run.
 func (e *Elector) tryAcquire(ctx context.Context) error {
+	// A call that hangs must not stall the campaign; one that succeeds this
+	// late would give a lease already past its renew deadline anyway.
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.renewDeadline)
+	defer cancel()
 	cur, err := e.read(ctx)
 	if err != nil {
 		return e.failed("reading", err)
@@ -401,6 +405,8 @@ func (e *Elector) failed(what string, err error) error {
 	case codes.InvalidArgument:
 		return fmt.Errorf("leaderelection: %s the lease %s: %w (the server must register %s: Loom hosts do, Consul does not)",
 			what, e.name(), err, resource.TypeString(LeaseType))
+	case codes.Canceled:
+		e.cfg.logger.Debug("leader lease call cancelled", "action", what, "lease", e.name(), "error", err)
 	case codes.Unauthenticated, codes.PermissionDenied:
 		e.cfg.logger.Error("the server refused the leader lease; the token needs write access to "+resource.TypeString(LeaseType),
 			"action", what, "lease", e.name(), "error", err)

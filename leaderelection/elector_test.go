@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/leaderelection"
+	pbleasev1 "github.com/loomrt/loom/proto/pblease/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resourcetest"
 )
@@ -189,5 +193,37 @@ func TestRunFailsWhenTheServerLacksTheType(t *testing.T) {
 	}
 	if el.Held() {
 		t.Fatal("Held after a failed Run")
+	}
+}
+
+// A holder whose lease is changed under it (here by a blanket write of the
+// test's) gives it up at its next renewal: its compare-and-swap fails.
+func TestHolderGivesUpALeaseChangedUnderIt(t *testing.T) {
+	s := startService(t)
+	s.writeReleased(t)
+	a := s.startReplica(t, "a")
+	waitFor(t, 10*time.Second, "a holds the lease", a.Held)
+
+	lost := a.Changed()
+	data, err := anypb.New(&pbleasev1.Lease{HolderIdentity: "intruder", LeaseDuration: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client.Write(context.Background(), &pbresource.WriteRequest{
+		Resource: &pbresource.Resource{Id: leaseID, Data: data},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	changedAt := time.Now()
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not give the lease up")
+	}
+	if took := time.Since(changedAt); took >= testRenewDeadline {
+		t.Errorf("a gave the lease up %v after it changed: at its deadline, not its next renewal", took)
+	}
+	if a.Held() || a.Holder() != "intruder" {
+		t.Fatalf("a: Held %v, Holder %q; want false, intruder", a.Held(), a.Holder())
 	}
 }
