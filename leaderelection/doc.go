@@ -14,7 +14,7 @@
 // campaigning at once exactly one takes it. The holder renews it every
 // retry period; the others take it over when it has not changed for a
 // lease duration, or at once when its holder released it on a graceful stop
-// (Run's context ended). The first election on a new lease waits one
+// (Run's context ended): they watch the lease, and a release wakes them. The first election on a new lease waits one
 // lease duration (see create in elector.go for why).
 //
 // # Servers

@@ -119,6 +119,19 @@ func (e *Elector) Run(ctx context.Context) error {
 		return errors.New("leaderelection: an Elector runs once")
 	}
 	defer e.release()
+	// Deferred after release, so it runs first: the watch ends before the
+	// lease is released.
+	released := make(chan struct{}, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		e.watchReleases(watchCtx, released)
+	}()
+	defer func() {
+		stopWatch()
+		<-watchDone
+	}()
 	for {
 		var err error
 		if e.Held() {
@@ -133,15 +146,56 @@ func (e *Elector) Run(ctx context.Context) error {
 			return err
 		}
 		wait := e.cfg.retryPeriod
+		var nudge <-chan struct{}
 		if !e.Held() {
-			// Spread the others' attempts (client-go's jitter factor).
+			// Spread the others' attempts (client-go's jitter factor),
+			// but try at once when the lease is released.
 			wait += time.Duration(rand.Int64N(int64(wait)/5 + 1))
+			nudge = released
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case <-nudge:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// watchReleases signals released (without blocking) whenever the lease is
+// seen released, so that a replica waiting for it tries at once instead of
+// at its next attempt. It is only a hint: when the watch fails, it is
+// opened again a retry period later, and the periodic attempts go on.
+func (e *Elector) watchReleases(ctx context.Context, released chan<- struct{}) {
+	for {
+		stream, err := e.client.WatchList(ctx, &pbresource.WatchListRequest{
+			Type: LeaseType, Tenancy: e.id.Tenancy, NamePrefix: e.id.Name,
+		})
+		for err == nil {
+			var ev *pbresource.WatchEvent
+			ev, err = stream.Recv()
+			res := ev.GetUpsert().GetResource()
+			if err != nil || res.GetId().GetName() != e.id.Name {
+				continue
+			}
+			if rec := decode(res); rec.GetHolderIdentity() == "" && rec.GetLeaseDuration().AsDuration() == 0 {
+				select {
+				case released <- struct{}{}:
+				default:
+				}
+			}
+		}
+		if ctx.Err() == nil {
+			e.cfg.logger.Debug("watch of the leader lease ended; opening it again", "lease", e.name(), "error", err)
+		}
+		t := time.NewTimer(e.cfg.retryPeriod)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
 		case <-t.C:
 		}
 	}

@@ -227,3 +227,23 @@ func TestHolderGivesUpALeaseChangedUnderIt(t *testing.T) {
 		t.Fatalf("a: Held %v, Holder %q; want false, intruder", a.Held(), a.Holder())
 	}
 }
+
+// The others watch the lease: when its holder releases it, one of them
+// takes it at once, not at its next attempt a retry period later.
+func TestReleaseWakesTheOthers(t *testing.T) {
+	s := startService(t)
+	s.writeReleased(t)
+	slow := []leaderelection.Option{
+		leaderelection.WithLeaseDuration(30 * time.Second),
+		leaderelection.WithRenewDeadline(20 * time.Second),
+		leaderelection.WithRetryPeriod(10 * time.Second),
+	}
+	a := s.startReplica(t, "a", slow...)
+	waitFor(t, 10*time.Second, "a holds the lease", a.Held)
+	b := s.startReplica(t, "b", slow...)
+	watchHolders(t, a, b)
+	waitFor(t, 10*time.Second, "b sees a as the holder", func() bool { return b.Holder() == "a" })
+
+	a.stop(t)
+	waitFor(t, 5*time.Second, "b holds the lease (half its retry period)", b.Held)
+}
