@@ -119,8 +119,6 @@ func (e *Elector) Run(ctx context.Context) error {
 		return errors.New("leaderelection: an Elector runs once")
 	}
 	defer e.release()
-	// Deferred after release, so it runs first: the watch ends before the
-	// lease is released.
 	released := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
@@ -128,6 +126,8 @@ func (e *Elector) Run(ctx context.Context) error {
 		defer close(watchDone)
 		e.watchReleases(watchCtx, released)
 	}()
+	// Deferred after release, so it runs first: the watch has ended when
+	// the lease is released.
 	defer func() {
 		stopWatch()
 		<-watchDone
