@@ -63,8 +63,8 @@ func TestEtcdServers(t *testing.T) {
 	addrA, logA, stopA := startServer(t, args("a")...)
 	termA, _ := strconv.ParseInt(waitLog(t, logA, becameLeaderRE, 10*time.Second)[1], 10, 64)
 	addrB, logB, stopB := startServer(t, args("b")...)
-	clientA := pbresource.NewResourceServiceClient(dial(t, addrA))
-	clientB := pbresource.NewResourceServiceClient(dial(t, addrB))
+	clientA := pbresource.NewResourceServiceClient(dialServer(t, addrA))
+	clientB := pbresource.NewResourceServiceClient(dialServer(t, addrB))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// typeResolver finds the message types of resources' data, so they can be
+// read from and printed as JSON or YAML without being compiled into loom.
+// It looks in this order:
+//
+//  1. the -protoset file, when given (the user's explicit choice);
+//  2. the server, through gRPC server reflection (Loom serves it);
+//  3. the types compiled into loom: Loom's own (a Tombstone), protobuf's
+//     well-known types, and the example types of `loom server`.
+//
+// Types found in 1 and 2 are dynamicpb messages. It implements the resolver
+// interfaces protojson wants; lookups may block on the server (bounded by
+// the command's context).
+type typeResolver struct {
+	ctx      context.Context
+	conn     grpc.ClientConnInterface
+	protoset *protoregistry.Files // nil without -protoset
+
+	mu sync.Mutex
+	// fetched holds every file the server described, by name; files is
+	// built from them.
+	fetched  map[string]*descriptorpb.FileDescriptorProto
+	files    *protoregistry.Files
+	noServer error // why reflection cannot be used, once known
+}
+
+func newTypeResolver(ctx context.Context, conn grpc.ClientConnInterface, protosetFile string) (*typeResolver, error) {
+	r := &typeResolver{ctx: ctx, conn: conn, fetched: map[string]*descriptorpb.FileDescriptorProto{}}
+	if protosetFile != "" {
+		files, err := loadProtoset(protosetFile)
+		if err != nil {
+			return nil, usageError{Err: err}
+		}
+		r.protoset = files
+	}
+	return r, nil
+}
+
+// loadProtoset reads a FileDescriptorSet, as protoc --descriptor_set_out
+// (with --include_imports) and buf build -o write it.
+func loadProtoset(path string) (*protoregistry.Files, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-protoset: %w", err)
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("-protoset %s is not a FileDescriptorSet: %w", path, err)
+	}
+	files, err := protodesc.NewFiles(&set)
+	if err != nil {
+		return nil, fmt.Errorf("-protoset %s: %w (was it made with --include_imports?)", path, err)
+	}
+	return files, nil
+}
+
+// errUnresolved is wrapped by the error of a type that cannot be found.
+var errUnresolved = errors.New("unresolved message type")
+
+// unresolvedError says which type was not found and both ways out.
+type unresolvedError struct {
+	name   protoreflect.FullName
+	server error // why the server could not say, when it could not
+}
+
+func (e *unresolvedError) Error() string {
+	why := "the server does not know it"
+	if e.server != nil {
+		why = "the server could not be asked: " + errorText(e.server)
+	}
+	return fmt.Sprintf("message type %s cannot be resolved (%s); turn on the server's gRPC reflection "+
+		"(Loom's -reflection) or give -protoset FILE, a FileDescriptorSet of its .proto files "+
+		"(protoc --include_imports --descriptor_set_out=FILE ...)", e.name, why)
+}
+
+func (e *unresolvedError) Unwrap() error { return protoregistry.NotFound }
+
+func (e *unresolvedError) Is(target error) bool { return target == errUnresolved }
+
+// errorText is a gRPC status's code and message, or err's text.
+func errorText(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return st.Code().String() + ": " + st.Message()
+	}
+	return err.Error()
+}
+
+// FindMessageByURL returns the message type of an Any's type URL.
+func (r *typeResolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
+	name := url
+	if i := strings.LastIndexByte(url, '/'); i >= 0 {
+		name = url[i+1:]
+	}
+	return r.FindMessageByName(protoreflect.FullName(name))
+}
+
+// FindMessageByName returns the message type of the given full name.
+func (r *typeResolver) FindMessageByName(name protoreflect.FullName) (protoreflect.MessageType, error) {
+	if r.protoset != nil {
+		if mt, err := messageIn(r.protoset, name); err == nil {
+			return mt, nil
+		}
+	}
+	mt, serverErr := r.fromServer(name)
+	if serverErr == nil {
+		return mt, nil
+	}
+	if mt, err := pbresource.Resolver.FindMessageByName(name); err == nil {
+		return mt, nil
+	}
+	if errors.Is(serverErr, protoregistry.NotFound) {
+		serverErr = nil
+	}
+	return nil, &unresolvedError{name: name, server: serverErr}
+}
+
+// FindExtensionByName returns the extension of the given name.
+func (r *typeResolver) FindExtensionByName(name protoreflect.FullName) (protoreflect.ExtensionType, error) {
+	return pbresource.Resolver.FindExtensionByName(name)
+}
+
+// FindExtensionByNumber returns the extension of message with number num.
+func (r *typeResolver) FindExtensionByNumber(message protoreflect.FullName, num protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
+	return pbresource.Resolver.FindExtensionByNumber(message, num)
+}
+
+func messageIn(files *protoregistry.Files, name protoreflect.FullName) (protoreflect.MessageType, error) {
+	d, err := files.FindDescriptorByName(name)
+	if err != nil {
+		return nil, err
+	}
+	md, ok := d.(protoreflect.MessageDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a message: %w", name, protoregistry.NotFound)
+	}
+	return dynamicpb.NewMessageType(md), nil
+}
+
+// fromServer finds name in the files the server describes, asking it for
+// the file that defines name (and those it imports) when needed. It returns
+// protoregistry.NotFound when the server does not know name.
+func (r *typeResolver) fromServer(name protoreflect.FullName) (protoreflect.MessageType, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.files != nil {
+		if mt, err := messageIn(r.files, name); err == nil {
+			return mt, nil
+		}
+	}
+	if r.noServer != nil {
+		return nil, r.noServer
+	}
+	protos, err := r.fileContaining(string(name))
+	if err != nil {
+		if st, ok := status.FromError(err); ok && st.Code() == codes.NotFound {
+			return nil, protoregistry.NotFound
+		}
+		// No reflection (Unimplemented), no server, no permission: asking
+		// again for the next type would fail the same way.
+		r.noServer = err
+		return nil, err
+	}
+	for _, fd := range protos {
+		r.fetched[fd.GetName()] = fd
+	}
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, fd := range r.fetched {
+		set.File = append(set.File, fd)
+	}
+	files, err := protodesc.NewFiles(set)
+	if err != nil {
+		return nil, fmt.Errorf("the server's descriptors of %s do not build: %w", name, err)
+	}
+	r.files = files
+	return messageIn(files, name)
+}
+
+// fileContaining asks the server's reflection service (v1) for the file
+// defining symbol and the files it imports.
+func (r *typeResolver) fileContaining(symbol string) ([]*descriptorpb.FileDescriptorProto, error) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol},
+	}); err != nil {
+		return nil, err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if e := resp.GetErrorResponse(); e != nil {
+		return nil, status.Error(codes.Code(e.GetErrorCode()), e.GetErrorMessage())
+	}
+	var out []*descriptorpb.FileDescriptorProto
+	for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+		fd := new(descriptorpb.FileDescriptorProto)
+		if err := proto.Unmarshal(b, fd); err != nil {
+			return nil, fmt.Errorf("the server's reflection sent a bad file descriptor: %w", err)
+		}
+		out = append(out, fd)
+	}
+	_ = stream.CloseSend()
+	return out, nil
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomrt/loom/internal/retry"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+// Backoff between watches when the server answers Unavailable.
+const (
+	rewatchBase = 100 * time.Millisecond
+	rewatchMax  = 10 * time.Second
+)
+
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newClientFlags(commandHelp{
+		name: "watch", args: "TYPE",
+		summary: "Watches resources of a type and prints each event as it arrives: first the current\n" +
+			"resources, then the end of that snapshot, then changes, until interrupted or -timeout.\n" +
+			"-o json prints one JSON event per line; -o table one line per event (EVENT is UPSERT\n" +
+			"or DELETE; the end of the snapshot goes to stderr). When the server answers\n" +
+			"Unavailable (it is stopping, or this client fell behind), loom watches again after a\n" +
+			"backoff, and the server sends a fresh snapshot.",
+		example: "loom watch foo.v1.Bar\n" +
+			"loom watch foo.v1.Bar -namespace '*' -o table\n" +
+			"loom watch foo.v1.Bar -timeout 30s",
+	}, stderr, true)
+	prefix := c.fs.String("prefix", "", "only names starting with this")
+	format := c.fs.String("o", formatJSON, "output `format`: json or table")
+	// -timeout means something else here: how long to watch.
+	c.fs.Lookup("timeout").Usage = "stop watching after this long and exit 0 (0: until interrupted)"
+	c.timeout = 0
+	c.fs.Lookup("timeout").DefValue = "0s"
+	if err := c.parse(args, 1, 1); err != nil {
+		return err
+	}
+	if err := checkFormat(*format, formatJSON, formatTable); err != nil {
+		return err
+	}
+	typ, err := resource.ParseType(c.args[0])
+	if err != nil {
+		return usageError{Err: err}
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	s, err := c.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w := &eventWriter{p: s.printer(*format, stdout)}
+	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix}
+	bo := retry.NewBackOff(rewatchBase, rewatchMax)
+	for {
+		received, err := watchOnce(ctx, s.client, req, w)
+		if ctx.Err() != nil {
+			return nil // interrupted or -timeout: the normal ways to stop
+		}
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		if received {
+			bo.Reset()
+		}
+		wait := bo.NextBackOff()
+		fmt.Fprintf(stderr, "loom: watch: %s; watching again in %s\n", errorText(err), wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watchOnce runs one WatchList stream until it fails, printing its events.
+// It reports whether any event arrived (to reset the backoff).
+func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req *pbresource.WatchListRequest, w *eventWriter) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.WatchList(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	received := false
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		if err := w.write(ev); err != nil {
+			return received, err
+		}
+	}
+}
+
+// eventWriter prints watch events as -o says.
+type eventWriter struct {
+	p      *printer
+	header bool
+}
+
+func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
+	var kind string
+	var res *pbresource.Resource
+	switch e := ev.Event.(type) {
+	case *pbresource.WatchEvent_Upsert_:
+		kind, res = "upsert", e.Upsert.GetResource()
+	case *pbresource.WatchEvent_Delete_:
+		kind, res = "delete", e.Delete.GetResource()
+	case *pbresource.WatchEvent_EndOfSnapshot_:
+		kind = "endOfSnapshot"
+	default:
+		return nil // an event this client does not know: skip it
+	}
+	if w.p.format == formatTable {
+		if res == nil {
+			fmt.Fprintln(w.p.stderr, "loom: watch: end of snapshot; what follows are changes")
+			return nil
+		}
+		tw := tabwriter.NewWriter(w.p.stdout, 8, 4, 2, ' ', 0)
+		if !w.header {
+			w.header = true
+			fmt.Fprintln(tw, "EVENT\tNAME\tTENANCY\tAGE\tVERSION\tSTATUS")
+		}
+		// Each line is flushed as it comes, so columns align only
+		// within the minimum width: events cannot wait for the next.
+		fmt.Fprintln(tw, strings.ToUpper(kind)+"\t"+w.p.row(res))
+		return tw.Flush()
+	}
+	// JSON, one event per line, in protojson's form.
+	body := []byte("{}")
+	if res != nil {
+		b, err := w.p.resourceJSON(res)
+		if err != nil {
+			return err
+		}
+		body = append(append([]byte(`{"resource":`), b...), '}')
+	}
+	line := append(append([]byte(`{"`+kind+`":`), body...), '}')
+	return w.p.writeDoc(line, true)
+}
