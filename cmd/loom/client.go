@@ -66,7 +66,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"loom list -owner foo.v1.Bar/my-bar foo.v1.Zip",
 	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
-	owner := c.fs.String("owner", "", "list what the resource `TYPE/[PARTITION.NAMESPACE/]NAME[@UID]` owns (tenancy from -partition and -namespace when left out)")
+	owner := c.fs.String("owner", "", "list what the resource `ID` owns: TYPE/[PARTITION.NAMESPACE/]NAME[@UID] (tenancy from -partition and -namespace when left out)")
 	format := c.fs.String("o", formatTable, "output `format`: table, json, yaml or name")
 	if err := c.parse(args, 0, 1); err != nil {
 		return err
@@ -223,42 +223,52 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 		for _, id := range ids {
-			what, err := deleteOne(ctx, s.client, id, *version)
+			ref, what, err := deleteOne(ctx, s.client, id, *version)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "%s %s\n", resource.ReferenceString(id), what)
+			fmt.Fprintf(stdout, "%s %s\n", ref, what)
 		}
 		return nil
 	})
 }
 
-// deleteOne deletes id and says what became of it.
-func deleteOne(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID, version string) (string, error) {
+// deleteOne deletes id and says what became of it, and of which resource:
+// the stored one's reference, with its tenancy filled in.
+func deleteOne(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID, version string) (ref, what string, err error) {
 	// Consistent reads, so the one after the Delete sees its effect.
 	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	before, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
 	if status.Code(err) == codes.NotFound {
-		return "not found", nil
+		return shortRef(id), "not found", nil
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	target := before.Resource.Id // normalized tenancy, with its uid
+	ref = resource.ReferenceString(target)
 	if _, err := client.Delete(ctx, &pbresource.DeleteRequest{Id: target, Version: version}); err != nil {
-		return "", err
+		return "", "", err
 	}
 	after, err := client.Read(ctx, &pbresource.ReadRequest{Id: target})
 	if status.Code(err) == codes.NotFound || (err == nil && after.Resource.Id.Uid != target.Uid) {
-		return "deleted", nil
+		return ref, "deleted", nil
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if f := resource.Finalizers(after.Resource); len(f) > 0 {
-		return "marked for deletion (waiting for finalizers: " + strings.Join(f, ", ") + ")", nil
+		return ref, "marked for deletion (waiting for finalizers: " + strings.Join(f, ", ") + ")", nil
 	}
-	return "marked for deletion", nil
+	return ref, "marked for deletion", nil
+}
+
+// shortRef is id's reference, leaving out a tenancy left to defaults.
+func shortRef(id *pbresource.ID) string {
+	if id.GetTenancy().GetPartition() == "" && id.GetTenancy().GetNamespace() == "" {
+		return resource.TypeString(id.GetType()) + "/" + id.GetName()
+	}
+	return resource.ReferenceString(id)
 }
 
 // stringList is a repeatable string flag.

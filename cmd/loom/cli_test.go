@@ -1,0 +1,428 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+	_ "google.golang.org/protobuf/types/known/durationpb" // the widget's file imports duration.proto
+
+	"github.com/loomrt/loom/host"
+	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+)
+
+// These tests build the loom binary and drive it against a server in the
+// test process whose type, clitest.v1.Widget, exists only here: a message
+// built at run time from a descriptor. The binary knows nothing of it, so it
+// must learn it through the server's reflection (or a -protoset file).
+
+// widgetFile is the widget's .proto file, as a descriptor.
+var widgetFile = &descriptorpb.FileDescriptorProto{
+	Name:       proto.String("loom/clitest/v1/widget.proto"),
+	Package:    proto.String("loom.clitest.v1"),
+	Syntax:     proto.String("proto3"),
+	Dependency: []string{"google/protobuf/duration.proto"},
+	MessageType: []*descriptorpb.DescriptorProto{{
+		Name: proto.String("Widget"),
+		Field: []*descriptorpb.FieldDescriptorProto{
+			{Name: proto.String("color"), JsonName: proto.String("color"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+			{Name: proto.String("size"), JsonName: proto.String("size"), Number: proto.Int32(2), Type: descriptorpb.FieldDescriptorProto_TYPE_INT32.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+			{Name: proto.String("ttl"), JsonName: proto.String("ttl"), Number: proto.Int32(3), Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(".google.protobuf.Duration"), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()},
+		},
+	}},
+}
+
+var widgetType = &pbresource.Type{Group: "clitest", GroupVersion: "v1", Kind: "Widget"}
+
+var (
+	widgetOnce sync.Once
+	widgetDesc protoreflect.MessageDescriptor
+	widgetErr  error
+)
+
+// widget returns the widget's descriptor, registered in protobuf-go's global
+// registry of this test process (where the server's reflection looks).
+func widget(t *testing.T) protoreflect.MessageDescriptor {
+	t.Helper()
+	widgetOnce.Do(func() {
+		fd, err := protodesc.NewFile(widgetFile, protoregistry.GlobalFiles)
+		if err != nil {
+			widgetErr = err
+			return
+		}
+		if err := protoregistry.GlobalFiles.RegisterFile(fd); err != nil {
+			widgetErr = err
+			return
+		}
+		widgetDesc = fd.Messages().ByName("Widget")
+	})
+	if widgetErr != nil {
+		t.Fatal(widgetErr)
+	}
+	return widgetDesc
+}
+
+// registerWidget registers clitest.v1.Widget, whose size may not be negative.
+func registerWidget(md protoreflect.MessageDescriptor) host.RegisterFunc {
+	size := md.Fields().ByName("size")
+	return func(h *host.Host) error {
+		return resource.Register(h.Registry(), resource.Registration[proto.Message]{
+			Type:    widgetType,
+			Scope:   resource.ScopeNamespace,
+			Message: dynamicpb.NewMessageType(md),
+			Validate: func(res *resource.Decoded[proto.Message]) error {
+				if res.Data.ProtoReflect().Get(size).Int() < 0 {
+					return resource.ErrInvalidField{Name: "size", Wrapped: errors.New("may not be negative")}
+				}
+				return nil
+			},
+		})
+	}
+}
+
+// startWidgetServer runs a host serving the widget type on a loopback port
+// with args added, and returns its address.
+func startWidgetServer(t *testing.T, args ...string) string {
+	t.Helper()
+	md := widget(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &testlog.Buffer{}
+	done := make(chan error, 1)
+	args = append([]string{"-dev", "-grpc-addr", "127.0.0.1:0", "-http-addr", ""}, args...)
+	go func() { done <- host.Run(ctx, args, log, registerWidget(md), host.WithName("widget server")) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("widget server did not stop within 15s")
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := listeningRE.FindStringSubmatch(log.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("widget server exited: %v\nlog:\n%s", err, log)
+		case <-time.After(10 * time.Millisecond): // polling for the log line, with a deadline
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("widget server did not listen within 10s; log:\n%s", log)
+		}
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// loomBinary builds the loom command once per test run.
+func loomBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "loom-cli-test")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "loom")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// cli runs the loom binary with a fixed environment.
+type cli struct {
+	t   *testing.T
+	bin string
+	env []string
+}
+
+func newCLI(t *testing.T, addr string, env ...string) *cli {
+	return &cli{t: t, bin: loomBinary(t), env: append([]string{"LOOM_ADDR=" + addr, "HOME=" + t.TempDir()}, env...)}
+}
+
+func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = c.env
+	return cmd
+}
+
+// run runs loom with args and returns its stdout, stderr and exit status.
+func (c *cli) run(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := c.command(ctx, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		c.t.Fatalf("loom %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// ok runs loom and fails the test unless it succeeds.
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("loom %v: exit %d\nstdout: %s\nstderr: %s", args, code, out, errOut)
+	}
+	return out
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const widgetsYAML = `# three widgets
+id: {type: clitest.v1.Widget, name: a}
+data:
+  '@type': type.googleapis.com/loom.clitest.v1.Widget
+  color: red
+  size: 1
+  ttl: 30s
+---
+id:
+  type: {group: clitest, groupVersion: v1, kind: Widget}
+  tenancy: {partition: default, namespace: default}
+  name: b
+metadata:
+  finalizers: test/keep
+  team: blue
+data:
+  '@type': type.googleapis.com/loom.clitest.v1.Widget
+  color: blue
+---
+{"id": {"type": "clitest.v1.Widget", "name": "c"},
+ "data": {"@type": "type.googleapis.com/loom.clitest.v1.Widget", "color": "green", "size": 3}}
+`
+
+func TestCLIAgainstServer(t *testing.T) {
+	addr := startWidgetServer(t)
+	c := newCLI(t, addr)
+	file := writeFile(t, "widgets.yaml", widgetsYAML)
+
+	out := c.ok("apply", "-f", file)
+	want := "clitest.v1.Widget/default.default/a created\n" +
+		"clitest.v1.Widget/default.default/b created\n" +
+		"clitest.v1.Widget/default.default/c created\n"
+	if out != want {
+		t.Errorf("first apply printed\n%s\nwant\n%s", out, want)
+	}
+
+	// Nothing of a file with a bad document is written.
+	for _, bad := range []struct{ doc, want string }{
+		{"id: {type: clitest.v1.Widget, name: a}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, colour: red}\n", "unknown field"},
+		{"id: {type: clitest.v1.Widget, name: a}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, size: -1}\n", "InvalidArgument"},
+		{"id: {type: clitest.v1.Widget, name: a}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Nope}\n", "loom.clitest.v1.Nope cannot be resolved"},
+	} {
+		path := writeFile(t, "bad.yaml", "id: {type: clitest.v1.Widget, name: d}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, color: pink}\n---\n"+bad.doc)
+		out, errOut, code := c.run("apply", "-f", path)
+		if code != 1 || out != "" || !strings.Contains(errOut, path+": document 2") || !strings.Contains(errOut, bad.want) {
+			t.Errorf("apply of a bad file: exit %d, stdout %q, stderr %q; want exit 1, nothing written, an error naming document 2 and %q", code, out, errOut, bad.want)
+		}
+	}
+	if out := c.ok("list", "clitest.v1.Widget", "-o", "name"); strings.Contains(out, "/d\n") {
+		t.Errorf("a rejected file's valid document was written: %s", out)
+	}
+
+	// A re-apply changes nothing, and keeps what others added: a
+	// finalizer added by a controller (here: by a write of the whole
+	// resource, as a controller would).
+	added := strings.Replace(widgetsYAML, "name: a}", "name: a}\nmetadata: {finalizers: ctrl/cleanup}", 1)
+	c.ok("apply", "-f", writeFile(t, "with-finalizer.yaml", added))
+	out = c.ok("apply", "-f", file)
+	want = strings.ReplaceAll(want, "created", "unchanged")
+	if out != want {
+		t.Errorf("re-apply printed\n%s\nwant\n%s", out, want)
+	}
+	if out := c.ok("read", "clitest.v1.Widget", "a"); !strings.Contains(out, "finalizers: ctrl/cleanup") {
+		t.Errorf("apply dropped the finalizer it did not set:\n%s", out)
+	}
+	if out := c.ok("apply", "-f", file, "-dry-run"); !strings.Contains(out, "a valid (dry run)") {
+		t.Errorf("dry run printed %q", out)
+	}
+
+	out = c.ok("list", "clitest.v1.Widget")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !regexp.MustCompile(`^NAME\s+TENANCY\s+AGE\s+VERSION\s+STATUS$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^a\s+default\.default\s+\d+s\s+\d+\s+-$`).MatchString(lines[1]) {
+		t.Errorf("list -o table printed\n%s", out)
+	}
+	// Flags after the arguments, as kubectl takes them; an empty list.
+	out, errOut, code := c.run("list", "clitest.v1.Widget", "-prefix", "zzz")
+	if code != 0 || out != "" || errOut != "No resources found.\n" {
+		t.Errorf("empty list: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out := c.ok("list", "clitest.v1.Widget", "-prefix", "zzz", "-o", "json"); out != "[]\n" {
+		t.Errorf("empty list -o json printed %q, want []", out)
+	}
+
+	out = c.ok("read", "clitest.v1.Widget", "a", "-o", "yaml")
+	for _, s := range []string{"name: a\n", "'@type': type.googleapis.com/loom.clitest.v1.Widget\n", "color: red\n", "size: 1\n", "ttl: 30s\n"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("read -o yaml printed\n%s\nwithout %q", out, s)
+		}
+	}
+
+	// watch prints the snapshot, its end, then the changes.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := c.command(ctx, "watch", "clitest.v1.Widget", "-o", "json")
+	pipe, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			events <- sc.Text()
+		}
+		close(events)
+	}()
+	waitFor := func(what string, match func(string) bool) {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case line, ok := <-events:
+				if !ok {
+					t.Fatalf("watch ended before %s", what)
+				}
+				if match(line) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %s within 20s", what)
+			}
+		}
+	}
+	waitFor("end of snapshot", func(l string) bool { return l == `{"endOfSnapshot":{}}` })
+	c.ok("apply", "-f", writeFile(t, "c.yaml", "id: {type: clitest.v1.Widget, name: c}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, color: green, size: 4}\n"))
+	waitFor("upsert of c with size 4", func(l string) bool {
+		return strings.HasPrefix(l, `{"upsert":`) && strings.Contains(l, `"size":4`)
+	})
+
+	out = c.ok("delete", "-f", file)
+	if !strings.Contains(out, "clitest.v1.Widget/default.default/a marked for deletion (waiting for finalizers: ctrl/cleanup)\n") ||
+		!strings.Contains(out, "clitest.v1.Widget/default.default/b marked for deletion (waiting for finalizers: test/keep)\n") ||
+		!strings.Contains(out, "clitest.v1.Widget/default.default/c deleted\n") {
+		t.Errorf("delete -f printed\n%s", out)
+	}
+	waitFor("delete of c", func(l string) bool { return strings.HasPrefix(l, `{"delete":`) && strings.Contains(l, `"name":"c"`) })
+	if out := c.ok("delete", "clitest.v1.Widget", "c"); out != "clitest.v1.Widget/c not found\n" {
+		t.Errorf("delete of a missing resource printed %q", out)
+	}
+	_ = watch.Process.Signal(os.Interrupt)
+	if err := watch.Wait(); err != nil {
+		t.Errorf("watch after an interrupt: %v, want exit 0", err)
+	}
+}
+
+func TestCLIUsage(t *testing.T) {
+	c := newCLI(t, "127.0.0.1:1")
+	for _, args := range [][]string{
+		{"list"}, {"list", "-bogus", "x.v1.Y"}, {"read", "x.v1.Y"}, {"apply"}, {"apply", "x.yaml"},
+		{"list", "x.v1.Y", "-o", "xml"}, {"delete", "x.v1.Y", "n", "-f", "f.yaml"}, {"nope"},
+	} {
+		if _, errOut, code := c.run(args...); code != 2 {
+			t.Errorf("loom %v: exit %d (%s), want 2", args, code, errOut)
+		}
+	}
+	for _, cmd := range []string{"apply", "read", "list", "delete", "watch", "write", "version", "server"} {
+		out, errOut, code := c.run("help", cmd)
+		if code != 0 || !strings.Contains(out+errOut, "Examples:\n  loom "+cmd) {
+			t.Errorf("loom help %s: exit %d, no example:\n%s%s", cmd, code, out, errOut)
+		}
+	}
+	if out, _, code := c.run("help", "watch"); code != 0 || !strings.Contains(out, "stop watching after this long") {
+		t.Errorf("loom help watch does not say what -timeout does:\n%s", out)
+	}
+	// No server: the connection is refused, exit 1.
+	if _, errOut, code := c.run("list", "xx.v1.Yy", "-timeout", "2s"); code != 1 || !strings.Contains(errOut, "Unavailable") {
+		t.Errorf("list without a server: exit %d, %q; want 1 and Unavailable", code, errOut)
+	}
+}
+
+// Without reflection, a type comes from -protoset; without either, data is
+// printed as base64, and writing it fails naming the type and both ways out.
+func TestCLIWithoutReflection(t *testing.T) {
+	addr := startWidgetServer(t, "-reflection=false")
+	c := newCLI(t, addr)
+	doc := "id: {type: clitest.v1.Widget, name: w}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, color: red}\n"
+	file := writeFile(t, "w.yaml", doc)
+
+	_, errOut, code := c.run("apply", "-f", file)
+	if code != 1 || !strings.Contains(errOut, "loom.clitest.v1.Widget cannot be resolved") ||
+		!strings.Contains(errOut, "-reflection") || !strings.Contains(errOut, "-protoset") {
+		t.Errorf("apply without reflection: exit %d, stderr %q", code, errOut)
+	}
+
+	set := &descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{
+		protodesc.ToFileDescriptorProto(widget(t).ParentFile().Imports().Get(0).FileDescriptor),
+		widgetFile,
+	}}
+	b, err := proto.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	protoset := writeFile(t, "widget.protoset", string(b))
+	if out := c.ok("apply", "-f", file, "-protoset", protoset); out != "clitest.v1.Widget/default.default/w created\n" {
+		t.Errorf("apply -protoset printed %q", out)
+	}
+	if out := c.ok("read", "clitest.v1.Widget", "w", "-protoset", protoset); !strings.Contains(out, "color: red") {
+		t.Errorf("read -protoset printed\n%s", out)
+	}
+	out, errOut, code := c.run("read", "clitest.v1.Widget", "w", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"@value": "CgNyZWQ="`) || !strings.Contains(errOut, "warning: data printed as base64") {
+		t.Errorf("read of an unresolvable type: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}
+
+var _ = io.Discard
