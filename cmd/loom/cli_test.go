@@ -349,6 +349,14 @@ func TestCLIAgainstServer(t *testing.T) {
 		return strings.HasPrefix(l, `{"upsert":`) && strings.Contains(l, `"size":4`)
 	})
 
+	// -timeout ends a watch, with exit status 0.
+	out, errOut, code = c.run("watch", "clitest.v1.Widget", "-o", "table", "-timeout", "1s")
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 4 || !regexp.MustCompile(`^EVENT\s+NAME\s+TENANCY\s+AGE\s+VERSION\s+STATUS$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^UPSERT\s+c\s+default\.default\s`).MatchString(lines[3]) || !strings.Contains(errOut, "end of snapshot") {
+		t.Errorf("watch -o table -timeout 1s: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+
 	out = c.ok("delete", "-f", file)
 	if !strings.Contains(out, "clitest.v1.Widget/default.default/a marked for deletion (waiting for finalizers: ctrl/cleanup)\n") ||
 		!strings.Contains(out, "clitest.v1.Widget/default.default/b marked for deletion (waiting for finalizers: test/keep)\n") ||

@@ -3,6 +3,7 @@ module github.com/loomrt/loom/cmd/loom
 go 1.26.8
 
 require (
+	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/loomrt/loom v0.0.0
 	github.com/loomrt/loom/host v0.0.0
 	github.com/loomrt/loom/storage/etcd v0.0.0
@@ -14,7 +15,6 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -63,9 +63,15 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer s.Close()
 	w := &eventWriter{p: s.printer(*format, stdout)}
 	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix}
-	bo := retry.NewBackOff(rewatchBase, rewatchMax)
+	return watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax))
+}
+
+// watchLoop watches until ctx ends, watching again after a backoff when a
+// stream (or the call that opens it) ends with Unavailable. It returns nil
+// when ctx ends, and any other error of the server.
+func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req *pbresource.WatchListRequest, w *eventWriter, stderr io.Writer, bo backoff.BackOff) error {
 	for {
-		received, err := watchOnce(ctx, s.client, req, w)
+		received, err := watchOnce(ctx, client, req, w)
 		if ctx.Err() != nil {
 			return nil // interrupted or -timeout: the normal ways to stop
 		}
@@ -77,10 +83,12 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		wait := bo.NextBackOff()
 		fmt.Fprintf(stderr, "loom: watch: %s; watching again in %s\n", errorText(err), wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-time.After(wait):
+		case <-t.C:
 		}
 	}
 }
@@ -110,7 +118,27 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 // eventWriter prints watch events as -o says.
 type eventWriter struct {
 	p      *printer
-	header bool
+	widths []int // of the table's columns so far
+}
+
+func (w *eventWriter) widen(cells []string) {
+	for len(w.widths) < len(cells) {
+		w.widths = append(w.widths, 0)
+	}
+	for i, c := range cells {
+		w.widths[i] = max(w.widths[i], len(c))
+	}
+}
+
+func (w *eventWriter) line(cells []string) string {
+	var b strings.Builder
+	for i, c := range cells {
+		b.WriteString(c)
+		if i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", w.widths[i]-len(c)+2))
+		}
+	}
+	return b.String()
 }
 
 func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
@@ -131,15 +159,18 @@ func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
 			fmt.Fprintln(w.p.stderr, "loom: watch: end of snapshot; what follows are changes")
 			return nil
 		}
-		tw := tabwriter.NewWriter(w.p.stdout, 8, 4, 2, ' ', 0)
-		if !w.header {
-			w.header = true
-			fmt.Fprintln(tw, "EVENT\tNAME\tTENANCY\tAGE\tVERSION\tSTATUS")
+		cells := append([]string{strings.ToUpper(kind)}, strings.Split(w.p.row(res), "\t")...)
+		if w.widths == nil {
+			header := []string{"EVENT", "NAME", "TENANCY", "AGE", "VERSION", "STATUS"}
+			w.widen(header)
+			w.widen(cells)
+			fmt.Fprintln(w.p.stdout, w.line(header))
 		}
-		// Each line is flushed as it comes, so columns align only
-		// within the minimum width: events cannot wait for the next.
-		fmt.Fprintln(tw, strings.ToUpper(kind)+"\t"+w.p.row(res))
-		return tw.Flush()
+		// Lines are printed as events come, so a column can only grow:
+		// a longer value than any before shifts the columns after it.
+		w.widen(cells)
+		_, err := fmt.Fprintln(w.p.stdout, w.line(cells))
+		return err
 	}
 	// JSON, one event per line, in protojson's form.
 	body := []byte("{}")
