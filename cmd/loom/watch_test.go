@@ -89,7 +89,9 @@ func TestWatchAgainOnUnavailable(t *testing.T) {
 	f = &fakeWatcher{streams: []fakeStream{{events: []*pbresource.WatchEvent{endOfSnapshot()}}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- watchLoop(ctx, f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Hour, time.Hour)) }()
+	go func() {
+		done <- watchLoop(ctx, f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Hour, time.Hour))
+	}()
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("interrupted watch returned %v, want nil", err)
