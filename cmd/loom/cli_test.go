@@ -434,3 +434,52 @@ func TestCLIWithoutReflection(t *testing.T) {
 }
 
 var _ = io.Discard
+
+// TestCLIWithTLSAndToken drives the CLI against a server with mutual TLS and
+// an ACL file, the token given by -token or $LOOM_TOKEN.
+func TestCLIWithTLSAndToken(t *testing.T) {
+	caFile, certFile, keyFile, _ := testPKI(t)
+	aclFile := writeFile(t, "acl.yaml", `tokens:
+  - name: writer
+    secret: "writer-secret"
+    rules:
+      - {type: "clitest.*.*", partition: "*", namespace: "*", access: write}
+  - name: reader
+    secret: "reader-secret"
+    rules:
+      - {type: "clitest.*.*", partition: "*", namespace: "*", access: read}
+`)
+	addr := startWidgetServer(t, "-tls-cert", certFile, "-tls-key", keyFile, "-tls-client-ca", caFile, "-acl-file", aclFile)
+	tlsFlags := []string{"-tls-ca", caFile, "-tls-cert", certFile, "-tls-key", keyFile}
+	file := writeFile(t, "w.yaml", "id: {type: clitest.v1.Widget, name: s}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, color: black}\n")
+
+	c := newCLI(t, addr, "LOOM_TOKEN=writer-secret")
+	if out := c.ok(append([]string{"apply", "-f", file}, tlsFlags...)...); out != "clitest.v1.Widget/default.default/s created\n" {
+		t.Errorf("apply over TLS with a token printed %q", out)
+	}
+	// -token wins over $LOOM_TOKEN: the reader may read, not write.
+	if out := c.ok(append([]string{"read", "clitest.v1.Widget", "s", "-token", "reader-secret"}, tlsFlags...)...); !strings.Contains(out, "color: black") {
+		t.Errorf("read with the reader's token printed\n%s", out)
+	}
+	_, errOut, code := c.run(append([]string{"delete", "clitest.v1.Widget", "s", "-token", "reader-secret"}, tlsFlags...)...)
+	if code != 1 || !strings.HasPrefix(errOut, "loom: PermissionDenied: ") {
+		t.Errorf("delete with the reader's token: exit %d, stderr %q; want 1 and the server's PermissionDenied", code, errOut)
+	}
+
+	anonymous := newCLI(t, addr)
+	_, errOut, code = anonymous.run(append([]string{"list", "clitest.v1.Widget"}, tlsFlags...)...)
+	if code != 1 || !strings.HasPrefix(errOut, "loom: Unauthenticated: ") {
+		t.Errorf("list without a token: exit %d, stderr %q; want 1 and Unauthenticated", code, errOut)
+	}
+	// Plaintext to a TLS server fails; so does TLS without the client
+	// certificate mutual TLS asks for.
+	if _, _, code := c.run("list", "clitest.v1.Widget", "-timeout", "2s"); code != 1 {
+		t.Errorf("plaintext list against a TLS server: exit %d, want 1", code)
+	}
+	if _, _, code := c.run("list", "clitest.v1.Widget", "-timeout", "2s", "-tls-ca", caFile); code != 1 {
+		t.Errorf("list without the client certificate: exit %d, want 1", code)
+	}
+	if _, errOut, code := c.run("list", "clitest.v1.Widget", "-tls-cert", certFile); code != 2 {
+		t.Errorf("-tls-cert without -tls-key: exit %d (%s), want 2", code, errOut)
+	}
+}
