@@ -102,6 +102,7 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 	if err != nil {
 		return false, err
 	}
+	w.startSnapshot()
 	received := false
 	for {
 		ev, err := stream.Recv()
@@ -116,9 +117,38 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 }
 
 // eventWriter prints watch events as -o says.
+//
+// A table's snapshot is printed whole when it ends, aligned; later lines
+// are printed as events come, so a column can only grow: a value longer
+// than any before shifts the columns after it.
 type eventWriter struct {
-	p      *printer
-	widths []int // of the table's columns so far
+	p          *printer
+	widths     []int // of the table's columns so far
+	header     bool  // whether the table's header was printed
+	inSnapshot bool
+	pending    [][]string // the snapshot's lines, until its end
+}
+
+var tableHeader = []string{"EVENT", "NAME", "TENANCY", "AGE", "VERSION", "STATUS"}
+
+// startSnapshot is called when a stream starts: its first events are a
+// snapshot.
+func (w *eventWriter) startSnapshot() {
+	w.inSnapshot = true
+	w.pending = w.pending[:0]
+}
+
+func (w *eventWriter) flushSnapshot() {
+	w.inSnapshot = false
+	w.widen(tableHeader)
+	if !w.header {
+		w.header = true
+		fmt.Fprintln(w.p.stdout, w.line(tableHeader))
+	}
+	for _, cells := range w.pending {
+		fmt.Fprintln(w.p.stdout, w.line(cells))
+	}
+	w.pending = w.pending[:0]
 }
 
 func (w *eventWriter) widen(cells []string) {
@@ -156,19 +186,16 @@ func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
 	}
 	if w.p.format == formatTable {
 		if res == nil {
+			w.flushSnapshot()
 			fmt.Fprintln(w.p.stderr, "loom: watch: end of snapshot; what follows are changes")
 			return nil
 		}
 		cells := append([]string{strings.ToUpper(kind)}, strings.Split(w.p.row(res), "\t")...)
-		if w.widths == nil {
-			header := []string{"EVENT", "NAME", "TENANCY", "AGE", "VERSION", "STATUS"}
-			w.widen(header)
-			w.widen(cells)
-			fmt.Fprintln(w.p.stdout, w.line(header))
-		}
-		// Lines are printed as events come, so a column can only grow:
-		// a longer value than any before shifts the columns after it.
 		w.widen(cells)
+		if w.inSnapshot {
+			w.pending = append(w.pending, cells)
+			return nil
+		}
 		_, err := fmt.Fprintln(w.p.stdout, w.line(cells))
 		return err
 	}
