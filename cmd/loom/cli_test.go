@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,6 +366,25 @@ func TestCLIAgainstServer(t *testing.T) {
 	if out := c.ok("delete", "clitest.v1.Widget", "c"); out != "clitest.v1.Widget/c not found\n" {
 		t.Errorf("delete of a missing resource printed %q", out)
 	}
+	// An owner and what it owns, in one file: list -owner finds the
+	// owned one, and a re-apply leaves both unchanged.
+	owned := writeFile(t, "owned.yaml", `id: {type: clitest.v1.Widget, name: p}
+data: {'@type': type.googleapis.com/loom.clitest.v1.Widget}
+---
+id: {type: clitest.v1.Widget, name: k}
+owner: {type: clitest.v1.Widget, name: p, tenancy: {partition: default, namespace: default}}
+data: {'@type': type.googleapis.com/loom.clitest.v1.Widget}
+`)
+	c.ok("apply", "-f", owned)
+	if out := c.ok("apply", "-f", owned); strings.Count(out, " unchanged\n") != 2 {
+		t.Errorf("re-apply of an owner and what it owns printed %q", out)
+	}
+	for _, owner := range []string{"clitest.v1.Widget/p", "clitest.v1.Widget/default.default/p"} {
+		if out := c.ok("list", "-owner", owner, "-o", "name"); out != "clitest.v1.Widget/default.default/k\n" {
+			t.Errorf("list -owner %s printed %q", owner, out)
+		}
+	}
+
 	_ = watch.Process.Signal(os.Interrupt)
 	if err := watch.Wait(); err != nil {
 		t.Errorf("watch after an interrupt: %v, want exit 0", err)
@@ -432,8 +450,6 @@ func TestCLIWithoutReflection(t *testing.T) {
 		t.Errorf("read of an unresolvable type: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
-
-var _ = io.Discard
 
 // TestCLIWithTLSAndToken drives the CLI against a server with mutual TLS and
 // an ACL file, the token given by -token or $LOOM_TOKEN.
