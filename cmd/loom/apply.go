@@ -40,8 +40,11 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c.fs.Var(&files, "f", "`file`, directory (its .yaml, .yml and .json files) or \"-\" to apply (repeatable)")
 	dryRun := c.fs.Bool("dry-run", false, "only check the resources with the server (MutateAndValidate) and print them as they would be written")
 	format := c.fs.String("o", "", "print the resulting resources in this `format` (yaml, json or name) instead of one line each")
-	if err := c.parse(args, 0, 0); err != nil {
+	if err := c.parse(args, 0, -1); err != nil {
 		return err
+	}
+	if len(c.args) > 0 {
+		return usagef("%s: files are given with -f (-f %s), not as arguments", c.fs.Name(), c.args[0])
 	}
 	if len(files) == 0 {
 		return usagef("%s: -f FILE is required", c.fs.Name())

@@ -61,7 +61,7 @@ func newClientFlags(h commandHelp, output io.Writer, tenancy bool) *clientFlags 
 	if addr == "" {
 		addr = host.DefaultGRPCAddr
 	}
-	c.fs.StringVar(&c.addr, "addr", addr, "`address` of the server's gRPC port (default from $"+envAddr+")")
+	c.fs.StringVar(&c.addr, "addr", addr, "`address` of the server's gRPC port ($"+envAddr+" sets the default)")
 	// The token's default is not shown in the help, which would print the
 	// secret: an empty flag means $LOOM_TOKEN, read in connect.
 	c.fs.StringVar(&c.token, "token", "", "ACL `token` sent with every request (default $"+envToken+")")

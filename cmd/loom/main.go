@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"google.golang.org/grpc/status"
@@ -58,7 +59,11 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "loom: %v\nRun 'loom help' for usage.\n", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "loom ") { // a command's own, e.g. "loom list: ..."
+			msg = "loom: " + msg
+		}
+		fmt.Fprintf(stderr, "%s\nRun 'loom help' for usage.\n", msg)
 		return 2
 	default:
 		if st, ok := status.FromError(err); ok {
