@@ -63,11 +63,17 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		checked := make([]*pbresource.Resource, len(docs))
-		for i, d := range docs {
+		withStatus := 0
+		for _, d := range docs {
 			if len(d.res.Status) > 0 {
-				fmt.Fprintf(stderr, "loom: %s: status ignored (controllers write it)\n", d.source)
+				withStatus++
 				d.res.Status = nil
 			}
+		}
+		if withStatus > 0 {
+			fmt.Fprintf(stderr, "loom: the status of %d resource(s) is ignored: controllers write it\n", withStatus)
+		}
+		for i, d := range docs {
 			resp, err := s.client.MutateAndValidate(ctx, &pbresource.MutateAndValidateRequest{Resource: d.res})
 			if err != nil {
 				return fmt.Errorf("%s: %s: nothing was written", d.source, errorText(err))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -112,26 +113,79 @@ func tidyJSON(b []byte, compact bool) ([]byte, error) {
 
 // jsonToYAML turns JSON into block-style YAML, keeping the key order.
 func jsonToYAML(b []byte) ([]byte, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(b, &n); err != nil {
+	n, err := yamlNode(b)
+	if err != nil {
 		return nil, err
 	}
-	plain(&n)
 	var out bytes.Buffer
-	enc := yaml.NewEncoder(&out)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
+	if err := encodeYAML(&out, n); err != nil {
 		return nil, err
 	}
-	return out.Bytes(), enc.Close()
+	return out.Bytes(), nil
 }
 
-// plain drops the flow and quoting styles JSON's syntax gave the nodes; the
-// encoder quotes whatever would otherwise read back differently.
-func plain(n *yaml.Node) {
-	n.Style = 0
-	for _, c := range n.Content {
-		plain(c)
+func encodeYAML(w io.Writer, n *yaml.Node) error {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+// yamlNode turns one JSON value into a YAML node tree, keeping the key
+// order. Styles are left plain: the encoder quotes whatever would
+// otherwise read back differently (a string "true", say).
+func yamlNode(b []byte) (*yaml.Node, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return yamlValue(dec)
+}
+
+func yamlValue(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		if t == '[' {
+			n.Kind, n.Tag = yaml.SequenceNode, "!!seq"
+		}
+		for dec.More() {
+			if n.Kind == yaml.MappingNode {
+				key, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key.(string)})
+			}
+			v, err := yamlValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, v)
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+		if len(n.Content) == 0 {
+			n.Style = yaml.FlowStyle // {} and [], rather than nothing
+		}
+		return n, nil
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}, nil
+	case json.Number:
+		tag := "!!int"
+		if strings.ContainsAny(t.String(), ".eE") {
+			tag = "!!float"
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: t.String()}, nil
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: fmt.Sprint(t)}, nil
+	default: // null
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
 	}
 }
 
@@ -163,16 +217,33 @@ func (p *printer) printResources(list []*pbresource.Resource, single bool) error
 		}
 		docs = append(docs, b)
 	}
-	var b []byte
 	if single && len(docs) == 1 {
-		b = docs[0]
-	} else {
-		// A list is a JSON array ("[]" when empty), and in YAML a
-		// sequence: either reads back with apply -f.
-		b = append([]byte{'['}, bytes.Join(docs, []byte{','})...)
-		b = append(b, ']')
+		return p.writeDoc(docs[0], false)
 	}
-	return p.writeDoc(b, false)
+	// A list is a JSON array ("[]" when empty), and in YAML a sequence:
+	// either reads back with apply -f.
+	if p.format == formatYAML && len(docs) > 0 {
+		return p.writeYAMLList(docs)
+	}
+	b := append([]byte{'['}, bytes.Join(docs, []byte{','})...)
+	return p.writeDoc(append(b, ']'), false)
+}
+
+// writeYAMLList writes docs as a YAML sequence.
+func (p *printer) writeYAMLList(docs [][]byte) error {
+	// Each item is encoded as a sequence of one, and the items written one
+	// after the other: yaml.v3's encoder slows down on large documents.
+	w := bufio.NewWriter(p.stdout)
+	for _, d := range docs {
+		n, err := yamlNode(d)
+		if err != nil {
+			return err
+		}
+		if err := encodeYAML(w, &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: []*yaml.Node{n}}); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
 }
 
 // writeDoc writes one JSON document in the printer's format (json or yaml).

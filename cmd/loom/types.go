@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -44,7 +45,8 @@ type typeResolver struct {
 	// built from them.
 	fetched  map[string]*descriptorpb.FileDescriptorProto
 	files    *protoregistry.Files
-	noServer error // why reflection cannot be used, once known
+	noServer error                           // why reflection cannot be used, once known
+	failed   map[protoreflect.FullName]error // names the server could not describe
 }
 
 func newTypeResolver(ctx context.Context, conn grpc.ClientConnInterface, protosetFile string) (*typeResolver, error) {
@@ -161,7 +163,8 @@ func messageIn(files *protoregistry.Files, name protoreflect.FullName) (protoref
 
 // fromServer finds name in the files the server describes, asking it for
 // the file that defines name (and those it imports) when needed. It returns
-// protoregistry.NotFound when the server does not know name.
+// protoregistry.NotFound when the server does not know name. A failure is
+// remembered, so a list of many resources of one type asks only once.
 func (r *typeResolver) fromServer(name protoreflect.FullName) (protoreflect.MessageType, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -173,7 +176,23 @@ func (r *typeResolver) fromServer(name protoreflect.FullName) (protoreflect.Mess
 	if r.noServer != nil {
 		return nil, r.noServer
 	}
-	protos, err := r.fileContaining(string(name))
+	if err, ok := r.failed[name]; ok {
+		return nil, err
+	}
+	mt, err := r.fetch(name)
+	if err != nil {
+		if r.failed == nil {
+			r.failed = map[protoreflect.FullName]error{}
+		}
+		r.failed[name] = err
+	}
+	return mt, err
+}
+
+func (r *typeResolver) fetch(name protoreflect.FullName) (protoreflect.MessageType, error) {
+	protos, err := r.reflect(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: string(name)},
+	})
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() == codes.NotFound {
 			return nil, protoregistry.NotFound
@@ -183,8 +202,25 @@ func (r *typeResolver) fromServer(name protoreflect.FullName) (protoreflect.Mess
 		r.noServer = err
 		return nil, err
 	}
-	for _, fd := range protos {
-		r.fetched[fd.GetName()] = fd
+	r.add(protos)
+	// A server may leave imports out (one it sent before on the same
+	// stream, or one its own registry describes only by path): ask for
+	// each by name, then look among the compiled-in files.
+	for missing := r.missingImports(); len(missing) > 0; missing = r.missingImports() {
+		for _, path := range missing {
+			protos, err := r.reflect(&reflectionpb.ServerReflectionRequest{
+				MessageRequest: &reflectionpb.ServerReflectionRequest_FileByFilename{FileByFilename: path},
+			})
+			if err == nil && len(protos) > 0 {
+				r.add(protos)
+				continue
+			}
+			fd, ferr := pbresource.Resolver.FindFileByPath(path)
+			if ferr != nil || fd.IsPlaceholder() {
+				return nil, fmt.Errorf("%s imports %s, which the server does not describe", name, path)
+			}
+			r.add([]*descriptorpb.FileDescriptorProto{protodesc.ToFileDescriptorProto(fd)})
+		}
 	}
 	set := &descriptorpb.FileDescriptorSet{}
 	for _, fd := range r.fetched {
@@ -198,18 +234,35 @@ func (r *typeResolver) fromServer(name protoreflect.FullName) (protoreflect.Mess
 	return messageIn(files, name)
 }
 
-// fileContaining asks the server's reflection service (v1) for the file
-// defining symbol and the files it imports.
-func (r *typeResolver) fileContaining(symbol string) ([]*descriptorpb.FileDescriptorProto, error) {
+func (r *typeResolver) add(protos []*descriptorpb.FileDescriptorProto) {
+	for _, fd := range protos {
+		r.fetched[fd.GetName()] = fd
+	}
+}
+
+// missingImports lists the files imported by fetched files but not fetched.
+func (r *typeResolver) missingImports() []string {
+	var missing []string
+	for _, fd := range r.fetched {
+		for _, dep := range fd.GetDependency() {
+			if _, ok := r.fetched[dep]; !ok && !slices.Contains(missing, dep) {
+				missing = append(missing, dep)
+			}
+		}
+	}
+	return missing
+}
+
+// reflect sends one request to the server's reflection service (v1) and
+// returns the file descriptors of its answer.
+func (r *typeResolver) reflect(req *reflectionpb.ServerReflectionRequest) ([]*descriptorpb.FileDescriptorProto, error) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
 	stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
-		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol},
-	}); err != nil {
+	if err := stream.Send(req); err != nil {
 		return nil, err
 	}
 	resp, err := stream.Recv()
