@@ -19,6 +19,9 @@ import (
 	"github.com/loomrt/loom/resource"
 )
 
+// defaultTimeout bounds each request unless -timeout says otherwise.
+const defaultTimeout = 10 * time.Second
+
 // Environment variables the connection flags default to.
 const (
 	envAddr  = "LOOM_ADDR"
@@ -45,6 +48,9 @@ type clientFlags struct {
 	tlsCert string
 	tlsKey  string
 	timeout time.Duration
+	// perRequest is how long each request may take: -timeout, except for
+	// watch, whose -timeout is how long to watch.
+	perRequest func() time.Duration
 
 	protoset  string
 	partition string
@@ -55,6 +61,7 @@ type clientFlags struct {
 
 func newClientFlags(h commandHelp, output io.Writer, tenancy bool) *clientFlags {
 	c := &clientFlags{fs: flag.NewFlagSet("loom "+h.name, flag.ContinueOnError), help: h}
+	c.perRequest = func() time.Duration { return c.timeout }
 	c.fs.SetOutput(output)
 	c.fs.Usage = func() { c.usage(output) }
 	addr := os.Getenv(envAddr)
@@ -69,7 +76,7 @@ func newClientFlags(h commandHelp, output io.Writer, tenancy bool) *clientFlags 
 	c.fs.StringVar(&c.tlsCert, "tls-cert", "", "`file` of the PEM client certificate to present (mutual TLS, with -tls-key; turns TLS on)")
 	c.fs.StringVar(&c.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
 	c.fs.StringVar(&c.protoset, "protoset", "", "`file` holding a FileDescriptorSet (protoc --include_imports --descriptor_set_out) of the data types, for servers without gRPC reflection")
-	c.fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on the command's requests after this long")
+	c.fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "give up on each request after this long")
 	if tenancy {
 		c.fs.StringVar(&c.partition, "partition", "", "tenancy partition (empty: the type's default)")
 		c.fs.StringVar(&c.namespace, "namespace", "", "tenancy namespace (empty: the type's default)")
@@ -181,11 +188,18 @@ func (c *clientFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 	if token != "" {
 		opts = append(opts, dial.WithToken(token))
 	}
+	perRequest := c.perRequest()
+	opts = append(opts, dial.WithDialOptions(grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			ctx, cancel := context.WithTimeout(ctx, perRequest)
+			defer cancel()
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})))
 	conn, err := dial.Dial(c.addr, opts...)
 	if err != nil {
 		return nil, err
 	}
-	types, err := newTypeResolver(ctx, conn, c.protoset)
+	types, err := newTypeResolver(ctx, conn, c.protoset, perRequest)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -193,11 +207,9 @@ func (c *clientFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 	return &session{conn: conn, client: pbresource.NewResourceServiceClient(conn), types: types, stderr: stderr}, nil
 }
 
-// call connects and runs f with the session and a context bounded by
-// -timeout, closing the connection afterwards.
+// call connects and runs f with the session, closing the connection
+// afterwards. Each request f makes is bounded by -timeout.
 func (c *clientFlags) call(ctx context.Context, stderr io.Writer, f func(context.Context, *session) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	s, err := c.connect(ctx, stderr)
 	if err != nil {
 		return err

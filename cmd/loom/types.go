@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,6 +40,8 @@ type typeResolver struct {
 	ctx      context.Context
 	conn     grpc.ClientConnInterface
 	protoset *protoregistry.Files // nil without -protoset
+	// perRequest bounds each reflection request (0: only ctx does).
+	perRequest time.Duration
 
 	mu sync.Mutex
 	// fetched holds every file the server described, by name; files is
@@ -49,8 +52,8 @@ type typeResolver struct {
 	failed   map[protoreflect.FullName]error // names the server could not describe
 }
 
-func newTypeResolver(ctx context.Context, conn grpc.ClientConnInterface, protosetFile string) (*typeResolver, error) {
-	r := &typeResolver{ctx: ctx, conn: conn, fetched: map[string]*descriptorpb.FileDescriptorProto{}}
+func newTypeResolver(ctx context.Context, conn grpc.ClientConnInterface, protosetFile string, perRequest time.Duration) (*typeResolver, error) {
+	r := &typeResolver{ctx: ctx, conn: conn, perRequest: perRequest, fetched: map[string]*descriptorpb.FileDescriptorProto{}}
 	if protosetFile != "" {
 		files, err := loadProtoset(protosetFile)
 		if err != nil {
@@ -257,6 +260,9 @@ func (r *typeResolver) missingImports() []string {
 // returns the file descriptors of its answer.
 func (r *typeResolver) reflect(req *reflectionpb.ServerReflectionRequest) ([]*descriptorpb.FileDescriptorProto, error) {
 	ctx, cancel := context.WithCancel(r.ctx)
+	if r.perRequest > 0 {
+		ctx, cancel = context.WithTimeout(r.ctx, r.perRequest)
+	}
 	defer cancel()
 	stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(ctx)
 	if err != nil {

@@ -41,6 +41,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c.fs.Lookup("timeout").Usage = "stop watching after this long and exit 0 (0: until interrupted)"
 	c.timeout = 0
 	c.fs.Lookup("timeout").DefValue = "0s"
+	c.perRequest = func() time.Duration { return defaultTimeout } // the reflection lookups
 	if err := c.parse(args, 1, 1); err != nil {
 		return err
 	}
