@@ -1,5 +1,5 @@
-// Command loom is Loom's host server and a small client for its
-// ResourceService.
+// Command loom is Loom's host server and a client for the ResourceService
+// of Loom's servers and Consul's (see docs/cli.md).
 //
 //	loom server -dev                     run a development server (in-memory storage)
 //	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
