@@ -75,6 +75,12 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		for i, d := range docs {
 			resp, err := s.client.MutateAndValidate(ctx, &pbresource.MutateAndValidateRequest{Resource: d.res})
+			if status.Code(err) == codes.Unimplemented && i == 0 {
+				// An older server: the files were parsed, no more.
+				fmt.Fprintf(stderr, "loom: the server has no MutateAndValidate: the resources are written unchecked\n")
+				copy(checked, resources(docs))
+				break
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %s: nothing was written", d.source, errorText(err))
 			}
@@ -158,4 +164,12 @@ func applyOne(ctx context.Context, client pbresource.ResourceServiceClient, d do
 	default:
 		return out, "updated", nil
 	}
+}
+
+func resources(docs []document) []*pbresource.Resource {
+	out := make([]*pbresource.Resource, len(docs))
+	for i, d := range docs {
+		out[i] = d.res
+	}
+	return out
 }

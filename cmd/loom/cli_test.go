@@ -266,18 +266,20 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Errorf("a rejected file's valid document was written: %s", out)
 	}
 
-	// A re-apply changes nothing, and keeps what others added: a
-	// finalizer added by a controller (here: by a write of the whole
-	// resource, as a controller would).
-	added := strings.Replace(widgetsYAML, "name: a}", "name: a}\nmetadata: {finalizers: ctrl/cleanup}", 1)
-	c.ok("apply", "-f", writeFile(t, "with-finalizer.yaml", added))
+	// A re-apply changes nothing, and keeps what a controller added: a
+	// finalizer and a status.
+	actAsController(t, addr, "a")
 	out = c.ok("apply", "-f", file)
 	want = strings.ReplaceAll(want, "created", "unchanged")
 	if out != want {
 		t.Errorf("re-apply printed\n%s\nwant\n%s", out, want)
 	}
-	if out := c.ok("read", "clitest.v1.Widget", "a"); !strings.Contains(out, "finalizers: ctrl/cleanup") {
-		t.Errorf("apply dropped the finalizer it did not set:\n%s", out)
+	if out := c.ok("read", "clitest.v1.Widget", "a"); !strings.Contains(out, "finalizers: ctrl/cleanup") ||
+		!strings.Contains(out, "type: Ready") {
+		t.Errorf("apply dropped the finalizer or the status a controller added:\n%s", out)
+	}
+	if out := c.ok("list", "clitest.v1.Widget", "-prefix", "a"); !regexp.MustCompile(`(?m)^a\s.*\sctrl: Ready=True$`).MatchString(out) {
+		t.Errorf("the table has no status summary:\n%s", out)
 	}
 	if out := c.ok("apply", "-f", file, "-dry-run"); !strings.Contains(out, "a valid (dry run)") {
 		t.Errorf("dry run printed %q", out)
@@ -286,7 +288,7 @@ func TestCLIAgainstServer(t *testing.T) {
 	out = c.ok("list", "clitest.v1.Widget")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 4 || !regexp.MustCompile(`^NAME\s+TENANCY\s+AGE\s+VERSION\s+STATUS$`).MatchString(lines[0]) ||
-		!regexp.MustCompile(`^a\s+default\.default\s+\d+s\s+\d+\s+-$`).MatchString(lines[1]) {
+		!regexp.MustCompile(`^b\s+default\.default\s+\d+s\s+\d+\s+-$`).MatchString(lines[2]) {
 		t.Errorf("list -o table printed\n%s", out)
 	}
 	// Flags after the arguments, as kubectl takes them; an empty list.
@@ -497,5 +499,33 @@ func TestCLIWithTLSAndToken(t *testing.T) {
 	}
 	if _, errOut, code := c.run("list", "clitest.v1.Widget", "-tls-cert", certFile); code != 2 {
 		t.Errorf("-tls-cert without -tls-key: exit %d (%s), want 2", code, errOut)
+	}
+}
+
+// actAsController adds a finalizer to the widget name and writes a status
+// for it, as a controller would.
+func actAsController(t *testing.T, addr, name string) {
+	t.Helper()
+	client := pbresource.NewResourceServiceClient(dialServer(t, addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := &pbresource.ID{Type: widgetType, Name: name}
+	read, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := proto.Clone(read.Resource).(*pbresource.Resource)
+	res.Metadata = map[string]string{resource.FinalizerKey: "ctrl/cleanup"}
+	wrote, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.WriteStatus(ctx, &pbresource.WriteStatusRequest{
+		Id: wrote.Resource.Id, Version: wrote.Resource.Version, Key: "ctrl",
+		Status: &pbresource.Status{ObservedGeneration: wrote.Resource.Generation, Conditions: []*pbresource.Condition{
+			{Type: "Ready", State: pbresource.Condition_STATE_TRUE, Reason: "Ok"},
+		}},
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -119,6 +121,15 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				}
 			}
 		}
+		// In name order whatever the backend's order, so the output is
+		// stable.
+		slices.SortStableFunc(list, func(a, b *pbresource.Resource) int {
+			return cmp.Or(
+				cmp.Compare(resource.TypeString(a.Id.Type), resource.TypeString(b.Id.Type)),
+				cmp.Compare(a.Id.Tenancy.GetPartition(), b.Id.Tenancy.GetPartition()),
+				cmp.Compare(a.Id.Tenancy.GetNamespace(), b.Id.Tenancy.GetNamespace()),
+				cmp.Compare(a.Id.Name, b.Id.Name))
+		})
 		return s.printer(*format, stdout).printResources(list, false)
 	})
 }
