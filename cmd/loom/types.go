@@ -82,9 +82,6 @@ func loadProtoset(path string) (*protoregistry.Files, error) {
 	return files, nil
 }
 
-// errUnresolved is wrapped by the error of a type that cannot be found.
-var errUnresolved = errors.New("unresolved message type")
-
 // unresolvedError says which type was not found and both ways out.
 type unresolvedError struct {
 	name   protoreflect.FullName
@@ -94,7 +91,7 @@ type unresolvedError struct {
 func (e *unresolvedError) Error() string {
 	why := "the server does not know it"
 	if e.server != nil {
-		why = "the server could not be asked: " + errorText(e.server)
+		why = "the server's reflection failed: " + errorText(e.server)
 	}
 	return fmt.Sprintf("message type %s cannot be resolved (%s); turn on the server's gRPC reflection "+
 		"(Loom's -reflection) or give -protoset FILE, a FileDescriptorSet of its .proto files "+
@@ -102,8 +99,6 @@ func (e *unresolvedError) Error() string {
 }
 
 func (e *unresolvedError) Unwrap() error { return protoregistry.NotFound }
-
-func (e *unresolvedError) Is(target error) bool { return target == errUnresolved }
 
 // errorText is a gRPC status's code and message, or err's text.
 func errorText(err error) string {
