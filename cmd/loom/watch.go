@@ -76,6 +76,11 @@ func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req
 		if ctx.Err() != nil {
 			return nil // interrupted or -timeout: the normal ways to stop
 		}
+		if _, timed := ctx.Deadline(); timed && status.Code(err) == codes.DeadlineExceeded {
+			// -timeout: gRPC may end the stream on the deadline a
+			// moment before ctx says it has passed.
+			return nil
+		}
 		if status.Code(err) != codes.Unavailable {
 			return err
 		}
