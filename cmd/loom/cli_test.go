@@ -281,6 +281,15 @@ func TestCLIAgainstServer(t *testing.T) {
 	if out := c.ok("list", "clitest.v1.Widget", "-prefix", "a"); !regexp.MustCompile(`(?m)^a\s.*\sctrl: Ready=True$`).MatchString(out) {
 		t.Errorf("the table has no status summary:\n%s", out)
 	}
+	// A directory, and standard input.
+	if out := c.ok("apply", "-f", filepath.Dir(file)); out != want {
+		t.Errorf("apply -f DIR printed\n%s\nwant\n%s", out, want)
+	}
+	stdinCmd := c.command(context.Background(), "apply", "-f", "-", "-o", "name")
+	stdinCmd.Stdin = strings.NewReader(widgetsYAML)
+	if out, err := stdinCmd.Output(); err != nil || string(out) != strings.ReplaceAll(want, " unchanged", "") {
+		t.Errorf("apply -f - -o name: %v, printed\n%s", err, out)
+	}
 	if out := c.ok("apply", "-f", file, "-dry-run"); !strings.Contains(out, "a valid (dry run)") {
 		t.Errorf("dry run printed %q", out)
 	}
