@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -251,22 +252,21 @@ func (r *typeResolver) missingImports() []string {
 	return missing
 }
 
-// reflect sends one request to the server's reflection service (v1) and
-// returns the file descriptors of its answer.
+// reflect sends one request to the server's reflection service and
+// returns the file descriptors of its answer. It asks v1, then v1alpha
+// (older servers serve only that) when v1 is Unimplemented.
 func (r *typeResolver) reflect(req *reflectionpb.ServerReflectionRequest) ([]*descriptorpb.FileDescriptorProto, error) {
-	ctx, cancel := context.WithCancel(r.ctx)
-	if r.perRequest > 0 {
-		ctx, cancel = context.WithTimeout(r.ctx, r.perRequest)
-	}
+	ctx, cancel := context.WithCancel(r.ctx) // ends the streams
 	defer cancel()
-	stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(ctx)
-	if err != nil {
-		return nil, err
+	if r.perRequest > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeout(ctx, r.perRequest)
+		defer cancelTimeout()
 	}
-	if err := stream.Send(req); err != nil {
-		return nil, err
+	resp, err := reflectV1(ctx, r.conn, req)
+	if status.Code(err) == codes.Unimplemented {
+		resp, err = reflectV1alpha(ctx, r.conn, req)
 	}
-	resp, err := stream.Recv()
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +281,47 @@ func (r *typeResolver) reflect(req *reflectionpb.ServerReflectionRequest) ([]*de
 		}
 		out = append(out, fd)
 	}
-	_ = stream.CloseSend()
 	return out, nil
+}
+
+func reflectV1(ctx context.Context, conn grpc.ClientConnInterface, req *reflectionpb.ServerReflectionRequest) (*reflectionpb.ServerReflectionResponse, error) {
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(req); err != nil {
+		return nil, err
+	}
+	resp, err := stream.Recv()
+	_ = stream.CloseSend()
+	return resp, err
+}
+
+// reflectV1alpha asks v1alpha, whose messages are v1's on the wire.
+func reflectV1alpha(ctx context.Context, conn grpc.ClientConnInterface, req *reflectionpb.ServerReflectionRequest) (*reflectionpb.ServerReflectionResponse, error) {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	alphaReq := new(reflectionv1alpha.ServerReflectionRequest)
+	if err := proto.Unmarshal(b, alphaReq); err != nil {
+		return nil, err
+	}
+	stream, err := reflectionv1alpha.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(alphaReq); err != nil {
+		return nil, err
+	}
+	alphaResp, err := stream.Recv()
+	_ = stream.CloseSend()
+	if err != nil {
+		return nil, err
+	}
+	if b, err = proto.Marshal(alphaResp); err != nil {
+		return nil, err
+	}
+	resp := new(reflectionpb.ServerReflectionResponse)
+	return resp, proto.Unmarshal(b, resp)
 }
