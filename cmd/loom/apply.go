@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -62,7 +63,6 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := checkDuplicates(docs); err != nil {
 			return err
 		}
-		checked := make([]*pbresource.Resource, len(docs))
 		withStatus := 0
 		for _, d := range docs {
 			if len(d.res.Status) > 0 {
@@ -73,18 +73,14 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if withStatus > 0 {
 			fmt.Fprintf(stderr, "loom: the status of %d resource(s) is ignored: controllers write it\n", withStatus)
 		}
-		for i, d := range docs {
-			resp, err := s.client.MutateAndValidate(ctx, &pbresource.MutateAndValidateRequest{Resource: d.res})
-			if status.Code(err) == codes.Unimplemented && i == 0 {
-				// An older server: the files were parsed, no more.
-				fmt.Fprintf(stderr, "loom: the server has no MutateAndValidate: the resources are written unchecked\n")
-				copy(checked, resources(docs))
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %s: nothing was written", d.source, errorText(err))
-			}
-			checked[i] = resp.Resource
+		checked, err := validateAll(ctx, s.client, docs)
+		if status.Code(err) == codes.Unimplemented {
+			// An older server: the files were parsed, no more.
+			fmt.Fprintf(stderr, "loom: the server has no MutateAndValidate: the resources are written unchecked\n")
+			checked, err = resources(docs), nil
+		}
+		if err != nil {
+			return err
 		}
 		p := s.printer(*format, stdout)
 		if *dryRun {
@@ -164,6 +160,44 @@ func applyOne(ctx context.Context, client pbresource.ResourceServiceClient, d do
 	default:
 		return out, "updated", nil
 	}
+}
+
+// validateConcurrency is how many MutateAndValidate calls apply makes at
+// once.
+const validateConcurrency = 8
+
+// validateAll runs MutateAndValidate on every document, a few at a time,
+// and returns the resources as the server's hooks left them. Its error
+// names the first document (in file order) the server refused, or is the
+// server's Unimplemented.
+func validateAll(ctx context.Context, client pbresource.ResourceServiceClient, docs []document) ([]*pbresource.Resource, error) {
+	checked := make([]*pbresource.Resource, len(docs))
+	errs := make([]error, len(docs))
+	sem := make(chan struct{}, validateConcurrency)
+	var wg sync.WaitGroup
+	for i, d := range docs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := client.MutateAndValidate(ctx, &pbresource.MutateAndValidateRequest{Resource: d.res})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			checked[i] = resp.Resource
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if status.Code(err) == codes.Unimplemented {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: nothing was written", docs[i].source, errorText(err))
+		}
+	}
+	return checked, nil
 }
 
 func resources(docs []document) []*pbresource.Resource {
