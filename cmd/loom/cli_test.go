@@ -138,6 +138,15 @@ var (
 	binErr  error
 )
 
+// TestMain removes the binary loomBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // loomBinary builds the loom command once per test run.
 func loomBinary(t *testing.T) string {
 	t.Helper()
