@@ -15,7 +15,6 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -58,8 +57,9 @@ func (s *session) printer(format string, stdout io.Writer) *printer {
 // resourceJSON renders res as JSON in protojson's field order, its data
 // through the type resolver.
 func (p *printer) resourceJSON(res *pbresource.Resource) ([]byte, error) {
-	rest := proto.Clone(res).(*pbresource.Resource)
-	rest.Data = nil
+	// Everything but the data, sharing res's fields: protojson only reads.
+	rest := &pbresource.Resource{Id: res.Id, Owner: res.Owner, Version: res.Version, Generation: res.Generation,
+		Metadata: res.Metadata, Status: res.Status}
 	b, err := protojson.Marshal(rest)
 	if err != nil {
 		return nil, err
@@ -88,14 +88,19 @@ func (p *printer) resourceJSON(res *pbresource.Resource) ([]byte, error) {
 // anyJSON renders a as protojson does when its type resolves, else as
 // {"@type": URL, "@value": base64 bytes}.
 func (p *printer) anyJSON(a *anypb.Any) ([]byte, error) {
-	if _, err := p.types.FindMessageByURL(a.GetTypeUrl()); err != nil {
-		if !p.warned[a.GetTypeUrl()] {
-			p.warned[a.GetTypeUrl()] = true
-			fmt.Fprintf(p.stderr, "loom: warning: data printed as base64: %v\n", err)
+	_, err := p.types.FindMessageByURL(a.GetTypeUrl())
+	if err == nil {
+		var b []byte
+		if b, err = (protojson.MarshalOptions{Resolver: p.types}).Marshal(a); err == nil {
+			return b, nil
 		}
-		return json.Marshal(map[string]string{"@type": a.GetTypeUrl(), "@value": base64.StdEncoding.EncodeToString(a.GetValue())})
+		// Bytes that do not decode as the type the server describes.
 	}
-	return protojson.MarshalOptions{Resolver: p.types}.Marshal(a)
+	if !p.warned[a.GetTypeUrl()] {
+		p.warned[a.GetTypeUrl()] = true
+		fmt.Fprintf(p.stderr, "loom: warning: data printed as base64: %v\n", err)
+	}
+	return json.Marshal(map[string]string{"@type": a.GetTypeUrl(), "@value": base64.StdEncoding.EncodeToString(a.GetValue())})
 }
 
 // tidyJSON re-indents protojson's output, which varies its whitespace on
