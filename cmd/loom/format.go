@@ -270,9 +270,15 @@ func (p *printer) writeDoc(b []byte, compact bool) error {
 // row is a resource's line of a table: name, tenancy, age, version and a
 // summary of its statuses.
 func (p *printer) row(r *pbresource.Resource) string {
-	tenancy := resource.TenancyString(r.GetId().GetTenancy())
-	if tenancy == "." {
+	// "partition.namespace" as elsewhere; a partition-scoped resource's
+	// partition alone, a cluster-scoped one's "-".
+	t := r.GetId().GetTenancy()
+	tenancy := resource.TenancyString(t)
+	switch {
+	case t.GetNamespace() == "" && t.GetPartition() == "":
 		tenancy = "-"
+	case t.GetNamespace() == "":
+		tenancy = t.GetPartition()
 	}
 	return strings.Join([]string{r.GetId().GetName(), tenancy, p.age(r), r.GetVersion(), statusSummary(r)}, "\t")
 }
