@@ -1,264 +1,289 @@
 package main
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"time"
+	"slices"
+	"strings"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/status"
 
-	"github.com/loomrt/loom/host"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
-
-	// Linked in so the example types' data can be printed as JSON.
-	_ "github.com/loomrt/loom/examples/foo"
 )
 
-// The client commands talk to a running server over plaintext gRPC, like
-// grpcurl -plaintext. Data messages are printed and parsed as JSON with the
-// types compiled into loom (for now: the example types).
+// The client commands talk to a running server (Loom's or Consul's) over
+// gRPC, in plaintext unless a -tls-* flag is given. Data messages are read
+// and printed with the types the server describes through gRPC reflection,
+// or those of a -protoset file (see typeResolver).
 
-// clientFlags are the flags every client command shares.
-type clientFlags struct {
-	fs        *flag.FlagSet
-	addr      string
-	timeout   time.Duration
-	partition string
-	namespace string
-}
-
-func newClientFlags(name, args, summary string, output io.Writer, tenancy bool) *clientFlags {
-	c := &clientFlags{fs: flag.NewFlagSet("loom "+name, flag.ContinueOnError)}
-	c.fs.SetOutput(output)
-	c.fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: loom %s [flags] %s\n\n%s\n\nFlags:\n", name, args, summary)
-		c.fs.PrintDefaults()
-	}
-	c.fs.StringVar(&c.addr, "addr", host.DefaultGRPCAddr, "`address` of the server's gRPC port")
-	c.fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on a request after this long")
-	if tenancy {
-		c.fs.StringVar(&c.partition, "partition", "", "tenancy partition (empty: the type's default)")
-		c.fs.StringVar(&c.namespace, "namespace", "", "tenancy namespace (empty: the type's default)")
-	}
-	return c
-}
-
-// parse parses args and checks that exactly nargs positional arguments remain.
-func (c *clientFlags) parse(args []string, nargs int) error {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{Err: err}
-	}
-	if c.fs.NArg() != nargs {
-		c.fs.Usage()
-		return usagef("%s: want %d argument(s), got %d", c.fs.Name(), nargs, c.fs.NArg())
-	}
-	return nil
-}
-
-func (c *clientFlags) tenancy() *pbresource.Tenancy {
-	return &pbresource.Tenancy{Partition: c.partition, Namespace: c.namespace}
-}
-
-func (c *clientFlags) id(typeArg, name string) (*pbresource.ID, error) {
-	typ, err := resource.ParseType(typeArg)
-	if err != nil {
-		return nil, usageError{Err: err}
-	}
-	return &pbresource.ID{Type: typ, Tenancy: c.tenancy(), Name: name}, nil
-}
-
-func (c *clientFlags) dial() (pbresource.ResourceServiceClient, func(), error) {
-	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, err
-	}
-	return pbresource.NewResourceServiceClient(conn), func() { conn.Close() }, nil
-}
-
-// call dials the server and runs f with a client and a context bounded by
-// -timeout, closing the connection afterwards.
-func (c *clientFlags) call(ctx context.Context, f func(context.Context, pbresource.ResourceServiceClient) error) error {
-	client, closeConn, err := c.dial()
-	if err != nil {
-		return err
-	}
-	defer closeConn()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	return f(ctx, client)
-}
-
-// printJSON writes m as JSON: indented, or on one line when compact.
-// protojson varies its whitespace on purpose (so nobody relies on it); the
-// output is re-formatted with encoding/json to keep it tidy and stable.
-func printJSON(w io.Writer, m proto.Message, compact bool) error {
-	// Resolver finds Loom's own types (a tombstone's data) and the global ones.
-	b, err := protojson.MarshalOptions{Resolver: pbresource.Resolver}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if compact {
-		err = json.Compact(&out, b)
-	} else {
-		err = json.Indent(&out, b, "", "  ")
-	}
-	if err != nil {
-		return err
-	}
-	out.WriteByte('\n')
-	_, err = w.Write(out.Bytes())
-	return err
-}
+// stdin is what "-" reads; tests replace it.
+var stdin io.Reader = os.Stdin
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newClientFlags("read", "TYPE NAME", "Reads one resource; TYPE is group.version.kind, e.g. foo.v1.Bar.", stderr, true)
+	c := newClientFlags(commandHelp{
+		name: "read", args: "TYPE NAME",
+		summary: "Reads one resource and prints it (YAML by default). TYPE is group.version.kind.",
+		example: "loom read foo.v1.Bar my-bar\n" +
+			"loom read foo.v1.Bar my-bar -namespace team-a -o json",
+	}, stderr, true)
 	consistent := c.fs.Bool("consistent", false, "ask for a strongly consistent read")
-	if err := c.parse(args, 2); err != nil {
+	format := c.fs.String("o", formatYAML, "output `format`: yaml, json, table or name")
+	if err := c.parse(args, 2, 2); err != nil {
 		return err
 	}
-	id, err := c.id(c.fs.Arg(0), c.fs.Arg(1))
+	if err := checkFormat(*format, formatYAML, formatJSON, formatTable, formatName); err != nil {
+		return err
+	}
+	id, err := c.id(c.args[0], c.args[1])
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
+	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
 		if *consistent {
 			ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 		}
-		resp, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
+		resp, err := s.client.Read(ctx, &pbresource.ReadRequest{Id: id})
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, resp.Resource, false)
+		return s.printer(*format, stdout).printResources([]*pbresource.Resource{resp.Resource}, true)
 	})
 }
 
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newClientFlags("list", "TYPE", "Lists resources of a type; \"*\" as -partition or -namespace matches every unit.", stderr, true)
+	c := newClientFlags(commandHelp{
+		name: "list", args: "TYPE | -owner OWNER [TYPE]",
+		summary: "Lists resources of a type, or those a resource owns (-owner). \"*\" as -partition or\n" +
+			"-namespace matches every unit. The table's AGE is the time since creation, and\n" +
+			"STATUS each controller's conditions; \"(stale)\" marks a status of an older generation.",
+		example: "loom list foo.v1.Bar\n" +
+			"loom list foo.v1.Bar -namespace '*' -o yaml\n" +
+			"loom list -owner foo.v1.Bar/default.default/my-bar\n" +
+			"loom list -owner foo.v1.Bar/my-bar foo.v1.Zip",
+	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
-	if err := c.parse(args, 1); err != nil {
+	owner := c.fs.String("owner", "", "list what the resource `ID` owns: TYPE/[PARTITION.NAMESPACE/]NAME[@UID] (tenancy from -partition and -namespace when left out)")
+	format := c.fs.String("o", formatTable, "output `format`: table, json, yaml or name")
+	if err := c.parse(args, 0, 1); err != nil {
 		return err
 	}
-	typ, err := resource.ParseType(c.fs.Arg(0))
-	if err != nil {
-		return usageError{Err: err}
+	if err := checkFormat(*format, formatTable, formatJSON, formatYAML, formatName); err != nil {
+		return err
 	}
-	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
-		resp, err := client.List(ctx, &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
+	var typ *pbresource.Type
+	if len(c.args) == 1 {
+		t, err := resource.ParseType(c.args[0])
 		if err != nil {
-			return err
+			return usageError{Err: err}
 		}
-		return printJSON(stdout, resp, false)
+		typ = t
+	} else if *owner == "" {
+		return usagef("%s: want a TYPE, or -owner", c.fs.Name())
+	}
+	var ownerID *pbresource.ID
+	if *owner != "" {
+		id, err := parseIDArg(*owner, c.tenancy())
+		if err != nil {
+			return usageError{Err: fmt.Errorf("-owner: %w", err)}
+		}
+		ownerID = id
+	}
+	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
+		var list []*pbresource.Resource
+		if ownerID == nil {
+			resp, err := s.client.List(ctx, &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
+			if err != nil {
+				return err
+			}
+			list = resp.Resources
+		} else {
+			if ownerID.Uid == "" {
+				// ListByOwner wants the owner's uid: read it.
+				resp, err := s.client.Read(ctx, &pbresource.ReadRequest{Id: ownerID})
+				if err != nil {
+					return err
+				}
+				ownerID = resp.Resource.Id
+			}
+			resp, err := s.client.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: ownerID})
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.Resources {
+				if (typ == nil || resource.EqualType(typ, r.Id.Type)) && strings.HasPrefix(r.Id.Name, *prefix) {
+					list = append(list, r)
+				}
+			}
+		}
+		// In name order whatever the backend's order, so the output is
+		// stable.
+		slices.SortStableFunc(list, func(a, b *pbresource.Resource) int {
+			return cmp.Or(
+				cmp.Compare(resource.TypeString(a.Id.Type), resource.TypeString(b.Id.Type)),
+				cmp.Compare(a.Id.Tenancy.GetPartition(), b.Id.Tenancy.GetPartition()),
+				cmp.Compare(a.Id.Tenancy.GetNamespace(), b.Id.Tenancy.GetNamespace()),
+				cmp.Compare(a.Id.Name, b.Id.Name))
+		})
+		return s.printer(*format, stdout).printResources(list, false)
 	})
+}
+
+// parseIDArg parses "TYPE/PARTITION.NAMESPACE/NAME[@UID]" (resource.IDString's
+// form) or "TYPE/NAME[@UID]" with the given tenancy.
+func parseIDArg(s string, tenancy *pbresource.Tenancy) (*pbresource.ID, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 2 && len(parts) != 3 {
+		return nil, fmt.Errorf("%s is not of the form TYPE/[PARTITION.NAMESPACE/]NAME[@UID]", resource.Quote(s))
+	}
+	typ, err := resource.ParseType(parts[0])
+	if err != nil {
+		return nil, err
+	}
+	name := parts[len(parts)-1]
+	id := &pbresource.ID{Type: typ, Tenancy: tenancy}
+	if i := strings.IndexByte(name, '@'); i >= 0 {
+		name, id.Uid = name[:i], name[i+1:]
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%s has no name", resource.Quote(s))
+	}
+	id.Name = name
+	if len(parts) == 3 {
+		p, n, ok := strings.Cut(parts[1], ".")
+		if !ok {
+			return nil, fmt.Errorf("tenancy %s is not of the form PARTITION.NAMESPACE", resource.Quote(parts[1]))
+		}
+		id.Tenancy = &pbresource.Tenancy{Partition: p, Namespace: n}
+	}
+	return id, nil
 }
 
 func runWrite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newClientFlags("write", "FILE",
-		"Writes the resource in FILE (\"-\" for standard input), given as JSON either as a\n"+
-			"Resource ({\"id\": ..., \"data\": ...}) or as a WriteRequest ({\"resource\": ...}),\n"+
-			"and prints the stored resource.", stderr, false)
-	if err := c.parse(args, 1); err != nil {
+	c := newClientFlags(commandHelp{
+		name: "write", args: "FILE",
+		summary: "Writes the one resource in FILE (\"-\" for standard input), as JSON or YAML, either a\n" +
+			"Resource ({\"id\": ..., \"data\": ...}) or a WriteRequest ({\"resource\": ...}), and prints\n" +
+			"the stored resource. It is a plain Write: prefer apply, which keeps what controllers\n" +
+			"added and takes many resources.",
+		example: "loom write bar.json\n" +
+			"loom read foo.v1.Bar my-bar -o json | loom write -",
+	}, stderr, false)
+	format := c.fs.String("o", formatJSON, "output `format`: json, yaml or name")
+	if err := c.parse(args, 1, 1); err != nil {
 		return err
 	}
-	var in []byte
-	var err error
-	if name := c.fs.Arg(0); name == "-" {
-		in, err = io.ReadAll(os.Stdin)
-	} else {
-		in, err = os.ReadFile(name)
-	}
-	if err != nil {
+	if err := checkFormat(*format, formatJSON, formatYAML, formatName); err != nil {
 		return err
 	}
-	res, err := parseResourceJSON(in)
-	if err != nil {
-		return err
-	}
-	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
-		resp, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res})
+	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
+		docs, err := readDocuments(c.args, stdin, s.types)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, resp.Resource, false)
+		if len(docs) != 1 {
+			return fmt.Errorf("write takes one resource; %s holds %d (use apply)", c.args[0], len(docs))
+		}
+		resp, err := s.client.Write(ctx, &pbresource.WriteRequest{Resource: docs[0].res})
+		if err != nil {
+			return err
+		}
+		return s.printer(*format, stdout).printResources([]*pbresource.Resource{resp.Resource}, true)
 	})
-}
-
-// parseResourceJSON accepts a WriteRequest or a bare Resource.
-func parseResourceJSON(in []byte) (*pbresource.Resource, error) {
-	opts := protojson.UnmarshalOptions{Resolver: pbresource.Resolver}
-	var req pbresource.WriteRequest
-	if err := opts.Unmarshal(in, &req); err == nil && req.Resource != nil {
-		return req.Resource, nil
-	}
-	var res pbresource.Resource
-	if err := opts.Unmarshal(in, &res); err != nil {
-		return nil, fmt.Errorf("parsing the resource: %w", err)
-	}
-	return &res, nil
 }
 
 func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newClientFlags("delete", "TYPE NAME", "Deletes one resource (deleting one that does not exist succeeds).", stderr, true)
+	c := newClientFlags(commandHelp{
+		name: "delete", args: "TYPE NAME | -f FILE",
+		summary: "Deletes a resource, or those in FILE (as for apply), and says for each whether it was\n" +
+			"deleted, only marked for deletion (finalizers keep it until controllers remove them),\n" +
+			"or not found (which is not an error).",
+		example: "loom delete foo.v1.Bar my-bar\n" +
+			"loom delete -f bars.yaml",
+	}, stderr, true)
 	version := c.fs.String("version", "", "delete only if the stored version is this one")
-	if err := c.parse(args, 2); err != nil {
+	var files stringList
+	c.fs.Var(&files, "f", "`file`, directory or \"-\" of resources to delete (repeatable)")
+	if err := c.parse(args, 0, 2); err != nil {
 		return err
 	}
-	id, err := c.id(c.fs.Arg(0), c.fs.Arg(1))
-	if err != nil {
-		return err
+	if (len(files) == 0) == (len(c.args) == 0) || (len(files) == 0 && len(c.args) != 2) {
+		return usagef("%s: give TYPE NAME, or -f FILE", c.fs.Name())
 	}
-	return c.call(ctx, func(ctx context.Context, client pbresource.ResourceServiceClient) error {
-		_, err := client.Delete(ctx, &pbresource.DeleteRequest{Id: id, Version: *version})
-		return err
+	var ids []*pbresource.ID
+	if len(files) == 0 {
+		id, err := c.id(c.args[0], c.args[1])
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
+		if len(files) > 0 {
+			docs, err := readDocuments(files, stdin, s.types)
+			if err != nil {
+				return err
+			}
+			for _, d := range docs {
+				ids = append(ids, d.res.Id)
+			}
+		}
+		for _, id := range ids {
+			ref, what, err := deleteOne(ctx, s.client, id, *version)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s %s\n", ref, what)
+		}
+		return nil
 	})
 }
 
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newClientFlags("watch", "TYPE",
-		"Watches resources of a type and prints one JSON event per line: first the current\n"+
-			"resources, then an endOfSnapshot event, then changes as they happen, until\n"+
-			"interrupted.", stderr, true)
-	prefix := c.fs.String("prefix", "", "only names starting with this")
-	if err := c.parse(args, 1); err != nil {
-		return err
+// deleteOne deletes id and says what became of it, and of which resource:
+// the stored one's reference, with its tenancy filled in.
+func deleteOne(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID, version string) (ref, what string, err error) {
+	// Consistent reads, so the one after the Delete sees its effect.
+	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
+	before, err := client.Read(ctx, &pbresource.ReadRequest{Id: id})
+	if status.Code(err) == codes.NotFound {
+		return shortRef(id), "not found", nil
 	}
-	typ, err := resource.ParseType(c.fs.Arg(0))
 	if err != nil {
-		return usageError{Err: err}
+		return "", "", err
 	}
-	client, closeConn, err := c.dial()
+	target := before.Resource.Id // normalized tenancy, with its uid
+	ref = resource.ReferenceString(target)
+	if _, err := client.Delete(ctx, &pbresource.DeleteRequest{Id: target, Version: version}); err != nil {
+		return "", "", err
+	}
+	after, err := client.Read(ctx, &pbresource.ReadRequest{Id: target})
+	if status.Code(err) == codes.NotFound || (err == nil && after.Resource.Id.Uid != target.Uid) {
+		return ref, "deleted", nil
+	}
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	defer closeConn()
-	stream, err := client.WatchList(ctx, &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
-	if err != nil {
-		return err
+	if f := resource.Finalizers(after.Resource); len(f) > 0 {
+		return ref, "marked for deletion (waiting for finalizers: " + strings.Join(f, ", ") + ")", nil
 	}
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted: the normal way to stop watching
-			}
-			return err
-		}
-		if err := printJSON(stdout, ev, true); err != nil {
-			return err
-		}
-	}
+	return ref, "marked for deletion", nil
 }
+
+// shortRef is id's reference, leaving out a tenancy left to defaults.
+func shortRef(id *pbresource.ID) string {
+	if id.GetTenancy().GetPartition() == "" && id.GetTenancy().GetNamespace() == "" {
+		return resource.TypeString(id.GetType()) + "/" + id.GetName()
+	}
+	return resource.ReferenceString(id)
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -57,7 +57,7 @@ func TestClientCommands(t *testing.T) {
 		t.Errorf("write printed %s, want the stored resource with baz lower-cased", out)
 	}
 
-	out, err = runCLI(t, ctx, "read", "-addr", addr, "-consistent", "foo.v1.Bar", "cli")
+	out, err = runCLI(t, ctx, "read", "-addr", addr, "-consistent", "-o", "json", "foo.v1.Bar", "cli")
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestClientCommands(t *testing.T) {
 		t.Errorf("read printed %s", out)
 	}
 
-	out, err = runCLI(t, ctx, "list", "-addr", addr, "-namespace", "*", "foo.v1.Bar")
+	out, err = runCLI(t, ctx, "list", "-addr", addr, "-namespace", "*", "-o", "json", "foo.v1.Bar")
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}
@@ -119,19 +119,21 @@ func TestClientUsage(t *testing.T) {
 	}
 }
 
-func TestParseResourceJSON(t *testing.T) {
-	res, err := parseResourceJSON([]byte(barJSON))
-	if err != nil || res.GetId().GetName() != "cli" {
-		t.Fatalf("WriteRequest form: %v %v", res, err)
+func TestParseDocuments(t *testing.T) {
+	types := &typeResolver{ctx: context.Background(), noServer: errors.New("no server in this test")}
+	docs, err := parseDocuments("bar.json", []byte(barJSON), types)
+	if err != nil || len(docs) != 1 || docs[0].res.GetId().GetName() != "cli" {
+		t.Fatalf("WriteRequest form: %v %v", docs, err)
 	}
-	bare := `{"id": {"type": {"group": "foo", "group_version": "v1", "kind": "Bar"}, "name": "x"},
+	bare := `{"id": {"type": "foo.v1.Bar", "name": "x"},
 	          "data": {"@type": "type.googleapis.com/loom.example.foo.v1.Bar", "baz": "b"}}`
-	res, err = parseResourceJSON([]byte(bare))
-	if err != nil || res.GetId().GetName() != "x" {
-		t.Fatalf("Resource form: %v %v", res, err)
+	docs, err = parseDocuments("bare.json", []byte(bare), types)
+	if err != nil || docs[0].res.GetId().GetName() != "x" || docs[0].res.GetId().GetType().GetKind() != "Bar" {
+		t.Fatalf("Resource form with a type string: %v %v", docs, err)
 	}
-	if _, err := parseResourceJSON([]byte(`{"nope": 1}`)); err == nil {
-		t.Error("garbage accepted")
+	_, err = parseDocuments("bad.yaml", []byte("id: {type: foo.v1.Bar, name: a}\ndata: {'@type': type.googleapis.com/loom.example.foo.v1.Bar}\n---\nnope: 1\n"), types)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml: document 2") {
+		t.Errorf("garbage in document 2: got %v, want an error naming bad.yaml: document 2", err)
 	}
 }
 
@@ -153,19 +155,21 @@ func TestTombstoneJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &pbresource.Resource{Id: &pbresource.ID{Name: "t"}, Data: data}
-	var out bytes.Buffer
-	if err := printJSON(&out, res, false); err != nil {
+	res := &pbresource.Resource{Id: &pbresource.ID{Type: foo.BarV1Type, Name: "t"}, Data: data}
+	types := &typeResolver{ctx: context.Background(), noServer: errors.New("no server in this test")}
+	var out, stderr bytes.Buffer
+	p := &printer{format: formatJSON, types: types, stdout: &out, stderr: &stderr, now: time.Now, warned: map[string]bool{}}
+	if err := p.printResources([]*pbresource.Resource{res}, true); err != nil {
 		t.Fatalf("printing a tombstone: %v", err)
 	}
 	if !strings.Contains(out.String(), `"@type": "type.googleapis.com/hashicorp.consul.resource.Tombstone"`) {
 		t.Errorf("printed %s, want the tombstone's data as JSON", out.String())
 	}
-	back, err := parseResourceJSON(out.Bytes())
+	back, err := parseDocuments("out.json", out.Bytes(), types)
 	if err != nil {
 		t.Fatalf("reading back %s: %v", out.String(), err)
 	}
-	if !proto.Equal(back, res) {
-		t.Errorf("read back %v, want %v", back, res)
+	if !proto.Equal(back[0].res, res) {
+		t.Errorf("read back %v, want %v", back[0].res, res)
 	}
 }

@@ -1,9 +1,10 @@
-// Command loom is Loom's host server and a small client for its
-// ResourceService.
+// Command loom is Loom's host server and a client for the ResourceService
+// of Loom's servers and Consul's (see docs/cli.md).
 //
 //	loom server -dev                     run a development server (in-memory storage)
 //	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
-//	loom write|read|list|delete|watch    use the ResourceService of a running server
+//	loom apply -f FILE|DIR|-             create or update the resources in YAML or JSON files
+//	loom read|list|delete|watch|write    use the ResourceService of a running server
 //	loom version                         print the version
 //	loom help                            show the commands
 package main
@@ -18,6 +19,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"google.golang.org/grpc/status"
@@ -57,7 +59,11 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "loom: %v\nRun 'loom help' for usage.\n", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "loom ") { // a command's own, e.g. "loom list: ..."
+			msg = "loom: " + msg
+		}
+		fmt.Fprintf(stderr, "%s\nRun 'loom help' for usage.\n", msg)
 		return 2
 	default:
 		if st, ok := status.FromError(err); ok {
@@ -81,11 +87,12 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"server", "run a Loom server (-dev in memory, or -storage etcd)", runServer},
-		{"read", "read one resource from a server", runRead},
-		{"list", "list resources of a type", runList},
-		{"write", "write a resource given as JSON", runWrite},
-		{"delete", "delete a resource", runDelete},
-		{"watch", "watch resources of a type, one JSON event per line", runWatch},
+		{"apply", "create or update the resources in YAML or JSON files", runApply},
+		{"read", "read one resource", runRead},
+		{"list", "list resources of a type, or those a resource owns", runList},
+		{"delete", "delete a resource, or those in files", runDelete},
+		{"watch", "watch resources of a type, printing each event", runWatch},
+		{"write", "write one resource as given (apply is usually better)", runWrite},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
 	}
@@ -133,11 +140,26 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'loom help <command>' for a command's flags.\n")
+	fmt.Fprintf(w, "\nThe client commands connect to -addr (default $%s, else %s), with -token\n"+
+		"(default $%s) and -tls-ca/-tls-cert/-tls-key. Exit status: 0 success, 1 the server\n"+
+		"refused (its code and message are printed), 2 usage error.\n", envAddr, host.DefaultGRPCAddr, envToken)
+	fmt.Fprintf(w, "\nRun 'loom help <command>' for a command's flags and examples.\n")
 }
 
-func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
-	if len(args) > 0 {
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("loom version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: loom version\n\nPrints loom's version, the Go version it was built with, and the platform.\n\n"+
+			"Examples:\n  loom version\n  loom --version\n")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{Err: err}
+	}
+	if fs.NArg() > 0 {
 		return usagef("version takes no arguments")
 	}
 	fmt.Fprintln(stdout, versionString())

@@ -34,7 +34,10 @@ func runServer(ctx context.Context, args []string, _, stderr io.Writer) error {
 		host.WithDescription("Runs a Loom server. With -dev (or -examples) it serves the example types of\n"+
 			"examples/foo (foo.v1.Bar, foo.v2.Bar, foo.v1.Zip, foo.v1.Qux) and runs their\n"+
 			"controllers; otherwise only the built-in types. To serve your own types, build\n"+
-			"your own host with package host (docs/operations.md)."))
+			"your own host with package host (docs/operations.md).\n\n"+
+			"Examples:\n"+
+			"  loom server -dev\n"+
+			"  loom server -storage etcd -etcd-endpoints http://127.0.0.1:2379 -tls-cert srv.pem -tls-key srv-key.pem -examples"))
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return fmt.Errorf("server: %w", err)
 	}

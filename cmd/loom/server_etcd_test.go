@@ -69,8 +69,8 @@ func TestEtcdServers(t *testing.T) {
 	addrA, logA, stopA := startServer(t, args("a")...)
 	termA, _ := strconv.ParseInt(waitLog(t, logA, becameLeaderRE, 10*time.Second)[1], 10, 64)
 	addrB, logB, stopB := startServer(t, args("b")...)
-	clientA := pbresource.NewResourceServiceClient(dial(t, addrA))
-	clientB := pbresource.NewResourceServiceClient(dial(t, addrB))
+	clientA := pbresource.NewResourceServiceClient(dialServer(t, addrA))
+	clientB := pbresource.NewResourceServiceClient(dialServer(t, addrB))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -131,7 +131,7 @@ func TestEtcdServerWithoutExamples(t *testing.T) {
 	endpoint := etcdtest.Start(t)
 	addr, log, stop := startServer(t, "-storage", "etcd", "-etcd-endpoints", endpoint, "-etcd-prefix", "/loomtest-noexamples",
 		"-grpc-addr", "127.0.0.1:0", "-lease-ttl", "2s", "-node-name", "plain")
-	client := pbresource.NewResourceServiceClient(dial(t, addr))
+	client := pbresource.NewResourceServiceClient(dialServer(t, addr))
 	_, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: barResource(t, "plain", "x")})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not registered") {
 		t.Errorf("Write of a Bar without -examples: got %v, want InvalidArgument: ... not registered", err)

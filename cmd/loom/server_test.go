@@ -75,7 +75,7 @@ func startServer(t *testing.T, args ...string) (addr string, log *testlog.Buffer
 	return addr, log, stop
 }
 
-func dial(t *testing.T, addr string) *grpc.ClientConn {
+func dialServer(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -123,7 +123,7 @@ func recvEvent(t *testing.T, stream grpc.ServerStreamingClient[pbresource.WatchE
 // TCP connection, with the example types, reflection and a clean shutdown.
 func TestDevServer(t *testing.T) {
 	addr, log, stop := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0", "-log-level", "debug")
-	conn := dial(t, addr)
+	conn := dialServer(t, addr)
 	client := pbresource.NewResourceServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -286,7 +286,7 @@ func contains(list []string, s string) bool {
 // server enforces.
 func TestServerMaxResourceBytes(t *testing.T) {
 	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0", "-max-resource-bytes", "4096")
-	client := pbresource.NewResourceServiceClient(dial(t, addr))
+	client := pbresource.NewResourceServiceClient(dialServer(t, addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: barResource(t, "small", strings.Repeat("x", 3000))}); err != nil {

@@ -75,7 +75,7 @@ func TestShutdownWithStuckWatchers(t *testing.T) {
 	// The reading watchers read until their stream ends and report how.
 	// Half share a connection with stuck watchers, which that connection's
 	// flow control must not hold up.
-	readClient := pbresource.NewResourceServiceClient(dial(t, addr))
+	readClient := pbresource.NewResourceServiceClient(dialServer(t, addr))
 	ended := make(chan error, readingWatchers) // how each stream ended
 	var sawLast sync.Map                       // index of each watcher that saw the last write
 	last := fmt.Sprintf("bar-%03d", backlogWrites-1)
@@ -105,7 +105,7 @@ func TestShutdownWithStuckWatchers(t *testing.T) {
 	// The backlog: every write is an event for every watcher (and the
 	// example controller adds a finalizer and a status to each Bar, two
 	// more events).
-	conn := dial(t, addr)
+	conn := dialServer(t, addr)
 	client := pbresource.NewResourceServiceClient(conn)
 	baz := strings.Repeat("b", bazSize)
 	for i := 0; i < backlogWrites; i++ {
