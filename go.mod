@@ -9,6 +9,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0

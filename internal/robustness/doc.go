@@ -1,0 +1,27 @@
+// Package robustness checks the ResourceService's promises on recorded
+// histories. Concurrent clients run seeded random operations (CAS and
+// blanket Write, WriteStatus, Delete with and without a version, strong
+// and eventual Read, List) against a live service, and watchers keep
+// WatchList streams open, some of them broken off at random or read
+// slowly. The recorded history is then checked:
+//
+//   - strong reads and every write are checked for linearizability with
+//     porcupine, against a model of one register per resource name that
+//     knows Uids, Versions, Generations, statuses and the no-op rule (see
+//     model.go);
+//   - eventual reads and List results are checked for monotonicity (no
+//     result older than one an earlier completed read returned, whichever
+//     client made it) and against the acknowledged writes (no value that
+//     no write produced);
+//   - every watch is checked by ValidateWatch (see watch.go).
+//
+// A seed fixes each client's choice of operations (not the interleaving,
+// which the scheduler decides); every failure names the seed, and the
+// -robustness.seed flag or the LOOM_ROBUSTNESS_SEED variable replays it.
+//
+// Resources are written without finalizers and without owners, so Delete
+// removes at once; Tombstones and deletion marks are outside the model.
+// Operations whose outcome is unknown (an error other than the refusals
+// the model expects) fail the run: there are no faults that lose a
+// response here. The multi-process cluster run adds those (see Config).
+package robustness

@@ -1,0 +1,105 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/storage"
+	"github.com/loomrt/loom/storage/inmem"
+)
+
+// TestInMemory runs the seeded workload against the service over the
+// in-memory backend, with a small watch buffer so that the slow watcher
+// is sometimes ended for falling behind.
+func TestInMemory(t *testing.T) {
+	for _, seed := range Seeds() {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			Verify(t, NewService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
+		})
+	}
+}
+
+// brokenCAS is a backend whose WriteCAS ignores the version it is given:
+// it writes over whatever is stored (the mutation of TestCheckerCatchesBrokenCAS).
+type brokenCAS struct{ storage.Backend }
+
+func (b brokenCAS) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	// Widen the window between the service's read and this write, so that
+	// the lost compare matters within a short run.
+	runtime.Gosched()
+	stored, err := b.Read(ctx, storage.StrongConsistency, res.Id)
+	w := *res // shallow: the backend copies what it stores
+	w.Version = ""
+	if err == nil {
+		w.Version = stored.Version
+	} else if mismatch, ok := err.(storage.GroupVersionMismatchError); ok {
+		w.Version = mismatch.Stored.Version
+	}
+	return b.Backend.WriteCAS(ctx, &w)
+}
+
+// TestCheckerCatchesBrokenCAS shows that the checks fail when the backend's
+// compare-and-swap on Write is removed: concurrent writes to few names
+// then lose updates.
+func TestCheckerCatchesBrokenCAS(t *testing.T) {
+	for _, seed := range Seeds() {
+		cfg := Config{Seed: seed, Clients: 6, Ops: 150, Names: 2, Watchers: 1}
+		problems := RunChecked(t, NewService(t, brokenCAS{inmem.New()}), cfg)
+		if len(problems) == 0 {
+			t.Fatalf("seed %d: the checks passed over a backend without CAS", seed)
+		}
+		t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+	}
+}
+
+// droppingWatch is a backend whose watches drop the third change after
+// their snapshot (the mutation of TestValidatorCatchesDroppedEvent).
+type droppingWatch struct{ storage.Backend }
+
+func (b droppingWatch) WatchList(ctx context.Context, t storage.UnversionedType, ten *pbresource.Tenancy, prefix string) (storage.Watch, error) {
+	w, err := b.Backend.WatchList(ctx, t, ten, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &dropThird{Watch: w}, nil
+}
+
+type dropThird struct {
+	storage.Watch
+	snapshotDone bool
+	changes      atomic.Int32
+}
+
+func (w *dropThird) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
+	for {
+		ev, err := w.Watch.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ev.GetEndOfSnapshot() != nil {
+			w.snapshotDone = true
+			return ev, nil
+		}
+		if w.snapshotDone && ev.GetUpsert() != nil && w.changes.Add(1) == 3 {
+			continue // dropped
+		}
+		return ev, nil
+	}
+}
+
+// TestValidatorCatchesDroppedEvent shows that the watch validator fails
+// when a watch loses one change.
+func TestValidatorCatchesDroppedEvent(t *testing.T) {
+	for _, seed := range Seeds() {
+		cfg := Config{Seed: seed, Clients: 4, Ops: 100, Names: 3, Watchers: 2}
+		problems := RunChecked(t, NewService(t, droppingWatch{inmem.New()}), cfg)
+		if len(problems) == 0 {
+			t.Fatalf("seed %d: the checks passed though every watch dropped an event", seed)
+		}
+		t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+	}
+}
