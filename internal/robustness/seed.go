@@ -56,7 +56,7 @@ func Long() bool {
 
 // ShortConfig is the run `make test` makes: a few seconds under -race.
 func ShortConfig(seed uint64) Config {
-	return Config{Seed: seed, Clients: 4, Ops: 150, Names: 3, Watchers: 2, SlowWatcher: true}
+	return Config{Seed: seed, Clients: 4, Ops: 300, Names: 3, Watchers: 3, SlowWatcher: true}
 }
 
 // LongConfig is the run `make robustness` makes.
@@ -91,7 +91,17 @@ func RunChecked(t testing.TB, client pbresource.ResourceServiceClient, cfg Confi
 	if err != nil {
 		return []string{"the run did not finish: " + err.Error()}
 	}
-	t.Logf("seed %d: %d operations, %d watches", cfg.Seed, len(h.Ops), len(h.Watches))
+	settled, slow := 0, 0
+	for _, w := range h.Watches {
+		if w.Settled {
+			settled++
+		}
+		if strings.Contains(w.End, "keep up") {
+			slow++
+		}
+	}
+	t.Logf("seed %d: %d operations, %d watches (%d settled at the end, %d ended for falling behind)",
+		cfg.Seed, len(h.Ops), len(h.Watches), settled, slow)
 	return h.Check(time.Minute)
 }
 
