@@ -8,17 +8,21 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/inmem"
 )
 
 // TestInMemory runs the seeded workload against the service over the
-// in-memory backend, with a small watch buffer so that the slow watcher
-// is sometimes ended for falling behind.
+// in-memory backend, called in process and over gRPC, with a small watch
+// buffer so that the slow watcher is sometimes ended for falling behind.
 func TestInMemory(t *testing.T) {
 	for _, seed := range Seeds() {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		t.Run(fmt.Sprintf("in-process/%d", seed), func(t *testing.T) {
 			Verify(t, NewService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
+		})
+		t.Run(fmt.Sprintf("grpc/%d", seed), func(t *testing.T) {
+			Verify(t, NewGRPCService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
 		})
 	}
 }
@@ -32,14 +36,14 @@ func (b brokenCAS) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbr
 	// the lost compare matters within a short run.
 	runtime.Gosched()
 	stored, err := b.Read(ctx, storage.StrongConsistency, res.Id)
-	w := *res // shallow: the backend copies what it stores
+	w := resource.Clone(res)
 	w.Version = ""
 	if err == nil {
 		w.Version = stored.Version
 	} else if mismatch, ok := err.(storage.GroupVersionMismatchError); ok {
 		w.Version = mismatch.Stored.Version
 	}
-	return b.Backend.WriteCAS(ctx, &w)
+	return b.Backend.WriteCAS(ctx, w)
 }
 
 // TestCheckerCatchesBrokenCAS shows that the checks fail when the backend's

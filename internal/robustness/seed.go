@@ -10,13 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/resource"
-	"github.com/loomrt/loom/server"
-	"github.com/loomrt/loom/storage"
 )
 
 // The flags of a test binary that imports the package; each also reads an
@@ -70,15 +64,6 @@ func ConfigFor(seed uint64) Config {
 		return LongConfig(seed)
 	}
 	return ShortConfig(seed)
-}
-
-// NewService returns an in-process client of a ResourceService over b,
-// with the example types (foo) registered.
-func NewService(t testing.TB, b storage.Backend) pbresource.ResourceServiceClient {
-	t.Helper()
-	reg := resource.NewRegistry()
-	require.NoError(t, foo.RegisterTypes(reg))
-	return server.NewInProcessClient(server.New(server.Config{Backend: b, Registry: reg}))
 }
 
 // RunChecked runs cfg against client and checks the history; it returns

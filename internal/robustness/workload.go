@@ -316,8 +316,8 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, h 
 			continue
 		}
 		breakAfter := -1 // events until the stream is broken off; -1: never
-		if rng.IntN(2) == 0 {
-			breakAfter = rng.IntN(60)
+		if rng.IntN(4) != 0 {
+			breakAfter = rng.IntN(200)
 		}
 		var delay []time.Duration // the slow reader's delays, drawn here: rng is not shared
 		if slow {
