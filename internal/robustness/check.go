@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -16,7 +17,7 @@ func (h *History) Check(timeout time.Duration) []string {
 	problems = append(problems, h.eventual()...)
 	acks := h.acknowledged()
 	for _, w := range h.Watches {
-		problems = append(problems, validateWatch(w, acks, h.Final)...)
+		problems = append(problems, validateWatch(w, acks, h.maybe(), h.Final)...)
 	}
 	return problems
 }
@@ -24,17 +25,22 @@ func (h *History) Check(timeout time.Duration) []string {
 // unexpectedErrors reports errors that the model does not expect of an
 // operation: any at all of List and eventual reads but NotFound, and any
 // code other than the refusals (Aborted, FailedPrecondition, NotFound) of
-// the others.
+// the others (Aborted only with a Version, or when the retries of a
+// blanket one ran out).
 func (h *History) unexpectedErrors() []string {
 	var problems []string
 	for _, op := range h.Ops {
+		if op.Output.Unknown {
+			continue
+		}
 		c := op.Output.Code
 		ok := c == codes.OK || c == codes.NotFound
 		switch op.Input.Kind {
 		case KindList:
 			ok = c == codes.OK
 		case KindWrite, KindWriteStatus, KindDelete:
-			ok = ok || c == codes.Aborted || c == codes.FailedPrecondition
+			ok = ok || c == codes.FailedPrecondition ||
+				(c == codes.Aborted && (op.Input.Version != "" || strings.Contains(op.Err, "gave up after")))
 		}
 		if !ok && len(problems) < 10 {
 			problems = append(problems, fmt.Sprintf("unexpected error: %s: %s", op, op.Err))
@@ -58,7 +64,7 @@ type observation struct {
 // across every client of the one server; an event counts from the moment
 // it was received, and is not itself checked: a watch may lag).
 func (h *History) eventual() []string {
-	acks := h.acknowledged()
+	acks, maybe := h.acknowledged(), h.maybe()
 	var problems []string
 	fail := func(format string, args ...any) {
 		if len(problems) < 10 {
@@ -88,7 +94,7 @@ func (h *History) eventual() []string {
 	}
 	for name, obs := range byName {
 		for _, o := range obs {
-			if a, ok := acks[name][o.res.Version]; !ok || a != o.res {
+			if a, ok := acks[name][o.res.Version]; (!ok || a != o.res) && !maybe(o.res) {
 				fail("%s: returns what no acknowledged write returned", o.what)
 			}
 		}

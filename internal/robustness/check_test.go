@@ -19,6 +19,11 @@ func wr(call, ret int64, in Input, code codes.Code, res State) Op {
 	return Op{Input: in, Output: Output{Code: code, Res: res}, Call: call, Return: ret}
 }
 
+func unknown(op Op) Op {
+	op.Output.Unknown = true
+	return op
+}
+
 func TestModel(t *testing.T) {
 	create := wr(0, 1, Input{Baz: "a"}, codes.OK, st("5", "G1", "a"))
 	tests := []struct {
@@ -91,6 +96,34 @@ func TestModel(t *testing.T) {
 			create,
 			wr(2, 3, Input{Baz: "b", Uid: "U9"}, codes.OK, st("6", "G2", "b")),
 		}, false},
+		{"a write of unknown outcome that took effect", []Op{
+			create,
+			unknown(wr(2, 3, Input{Baz: "b"}, codes.Unavailable, State{})),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, st("7", "G2", "b")),
+			wr(6, 7, Input{Baz: "b", Version: "7"}, codes.OK, st("7", "G2", "b")),
+		}, true},
+		{"a write of unknown outcome that took effect late", []Op{
+			create,
+			unknown(wr(2, 3, Input{Baz: "b"}, codes.Unavailable, State{})),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, st("5", "G1", "a")),
+			wr(6, 7, Input{Kind: KindReadStrong}, codes.OK, st("7", "G2", "b")),
+		}, true},
+		{"a write of unknown outcome that did not", []Op{
+			create,
+			unknown(wr(2, 3, Input{Baz: "b"}, codes.Unavailable, State{})),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, st("5", "G1", "a")),
+		}, true},
+		{"a write of unknown outcome seen with other data", []Op{
+			create,
+			unknown(wr(2, 3, Input{Baz: "b"}, codes.Unavailable, State{})),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, st("7", "G2", "c")),
+		}, false},
+		{"a delete of unknown outcome, then the resource comes back", []Op{
+			create,
+			unknown(wr(2, 3, Input{Kind: KindDelete}, codes.Unavailable, State{})),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.NotFound, State{}),
+			wr(6, 7, Input{Kind: KindReadStrong}, codes.OK, st("5", "G1", "a")),
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,7 +185,7 @@ func TestValidateWatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &WatchRecord{events: tt.events, Settled: tt.settled}
-			problems := validateWatch(w, acks, tt.final)
+			problems := validateWatch(w, acks, func(State) bool { return false }, tt.final)
 			if tt.want == "" {
 				if len(problems) > 0 {
 					t.Fatalf("refused: %v", problems)

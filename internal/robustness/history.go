@@ -60,6 +60,10 @@ type State struct {
 // Output is what a client got back.
 type Output struct {
 	Code codes.Code // OK, or the error's code
+	// Unknown means the operation failed with a code that leaves its
+	// outcome open (Config.Indeterminate): it may or may not have taken
+	// effect.
+	Unknown bool
 	Res  State      // the resource returned (Write, WriteStatus, Read)
 	List []State    // List's resources
 }
@@ -92,6 +96,9 @@ func (o Op) String() string {
 		s += fmt.Sprintf(" status=%q", in.Status)
 	}
 	s += fmt.Sprintf(" [%d,%d] -> %v", o.Call, o.Return, o.Output.Code)
+	if o.Output.Unknown {
+		s += " (outcome unknown)"
+	}
 	if o.Output.Code == codes.OK && in.Kind != KindDelete && in.Kind != KindList {
 		s += " " + o.Output.Res.String()
 	}
@@ -187,4 +194,32 @@ func (h *History) acknowledged() map[string]map[string]State {
 		acks[r.Name][r.Version] = r
 	}
 	return acks
+}
+
+// maybe returns a test of whether a resource may have been stored by an
+// operation of unknown outcome: one with its data and metadata (a Write)
+// or its status (a WriteStatus) on its name. Such a resource's Version is
+// not known to the history.
+func (h *History) maybe() func(State) bool {
+	unknown := make(map[string][]Input)
+	for _, op := range h.Ops {
+		if op.Output.Unknown {
+			unknown[op.Input.Name] = append(unknown[op.Input.Name], op.Input)
+		}
+	}
+	return func(s State) bool {
+		for _, in := range unknown[s.Name] {
+			switch in.Kind {
+			case KindWrite:
+				if in.Baz == s.Baz && in.Label == s.Label {
+					return true
+				}
+			case KindWriteStatus:
+				if in.Status == s.Status && in.Uid == s.Uid {
+					return true
+				}
+			}
+		}
+		return false
+	}
 }

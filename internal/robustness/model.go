@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -13,10 +14,31 @@ import (
 // register is the model's state of one resource name: what is stored, if
 // anything, and the Version of the last write to the name, which every
 // later write must exceed (Versions are a store-wide revision).
+//
+// Unsure marks a resource written by an operation whose outcome is unknown
+// (see Output.Unknown): its Version is unknown, and so are its Uid and
+// Generation when empty. The next operation that shows the resource makes
+// it known again.
 type register struct {
 	Exists bool
+	Unsure bool
 	Res    State
 	Last   uint64
+}
+
+// fits reports whether r, returned as the stored resource, is st's.
+func (st register) fits(r State) bool {
+	if !st.Unsure {
+		return r == st.Res
+	}
+	return r.Name == st.Res.Name && r.Baz == st.Res.Baz && r.Label == st.Res.Label && r.Status == st.Res.Status &&
+		(st.Res.Uid == "" || r.Uid == st.Res.Uid) && (st.Res.Generation == "" || r.Generation == st.Res.Generation) &&
+		versionNumber(r.Version) > st.Last
+}
+
+// known returns the state that holds r, as returned by a write or read.
+func known(r State) register {
+	return register{Exists: true, Res: r, Last: versionNumber(r.Version)}
 }
 
 // model is the ResourceService's contract for one resource name, for
@@ -26,24 +48,28 @@ type register struct {
 //   - Aborted answers a Version that is not the stored one (none is, on an
 //     absent name), and FailedPrecondition a Uid that is not. When both are
 //     wrong either may come: the service checks the Uid first, but a
-//     backend CAS that loses a race reports both as Aborted.
+//     backend CAS that loses a race reports both as Aborted. A blanket
+//     operation (no Version) may be Aborted too, changing nothing, when
+//     its retries run out (server/retry.go); unexpectedErrors checks that
+//     this is why.
 //   - Write on an absent name: a Version gives Aborted, else a Uid gives
 //     NotFound, else it creates (new Uid, Generation and a Version above
 //     every earlier one, no status).
-//   - Write on a stored resource: data and metadata equal to the stored ones are a no-op: the
-//     stored resource is returned unchanged, Version and Generation
-//     included. Otherwise the Uid and status are kept, and the Generation
-//     and Version are new (the Version higher).
+//   - Write on a stored resource: data and metadata equal to the stored
+//     ones are a no-op: the stored resource is returned unchanged, Version
+//     and Generation included. Otherwise the Uid and status are kept, and
+//     the Generation and Version are new (the Version higher).
 //   - WriteStatus: NotFound on an absent name (or Aborted, with a
 //     Version), FailedPrecondition for another Uid, Aborted for another
-//     Version; otherwise it sets the
-//     status, with a new Version and the same Generation. It never is a
-//     no-op (it stamps UpdatedAt).
+//     Version; otherwise it sets the status, with a new Version and the
+//     same Generation. It never is a no-op (it stamps UpdatedAt).
 //   - Delete: succeeds on an absent name; FailedPrecondition for another
 //     Uid, Aborted for another Version; otherwise removes.
 //   - Strong Read: NotFound on an absent name, else exactly the stored
 //     resource.
-var model = porcupine.Model{
+//   - An operation whose outcome is unknown either did nothing or did what
+//     it would have done, at any moment after its call.
+var model = porcupine.NondeterministicModel{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		byName := make(map[string][]porcupine.Operation)
 		var names []string
@@ -61,9 +87,20 @@ var model = porcupine.Model{
 		}
 		return out
 	},
-	Init: func() interface{} { return register{} },
-	Step: func(state, input, output interface{}) (bool, interface{}) {
-		return step(state.(register), input.(Input), output.(Output))
+	Init: func() []interface{} { return []interface{}{register{}} },
+	Step: func(state, input, output interface{}) []interface{} {
+		st, in, out := state.(register), input.(Input), output.(Output)
+		if out.Unknown {
+			next := []interface{}{st}
+			if applied, ok := apply(st, in); ok {
+				next = append(next, applied)
+			}
+			return next
+		}
+		if ok, next := step(st, in, out); ok {
+			return []interface{}{next}
+		}
+		return nil
 	},
 	DescribeOperation: func(input, output interface{}) string {
 		return Op{Input: input.(Input), Output: output.(Output)}.String()
@@ -73,27 +110,47 @@ var model = porcupine.Model{
 		if !r.Exists {
 			return fmt.Sprintf("absent (last v=%d)", r.Last)
 		}
+		if r.Unsure {
+			return "unsure " + r.Res.String()
+		}
 		return r.Res.String()
 	},
 }
 
-// step applies one operation to st, reporting whether its output is one
-// the contract allows.
+// checks holds what an operation's Uid and Version may be, against a
+// state whose Uid or Version may be unknown.
+type checks struct {
+	cas                     bool
+	uidOK, uidWrong         bool // the given Uid may match; may not match
+	versionOK, versionWrong bool
+}
+
+func checksOf(st register, in Input, uidRequired bool) checks {
+	c := checks{cas: in.Version != ""}
+	given := in.Uid != "" || uidRequired
+	unknownUid := st.Res.Uid == ""
+	c.uidOK = !given || unknownUid || in.Uid == st.Res.Uid
+	c.uidWrong = given && (unknownUid || in.Uid != st.Res.Uid)
+	c.versionOK = !c.cas || st.Unsure || in.Version == st.Res.Version
+	c.versionWrong = c.cas && (st.Unsure || in.Version != st.Res.Version)
+	return c
+}
+
+// step applies one operation with a known outcome to st, reporting
+// whether its output is one the contract allows.
 func step(st register, in Input, out Output) (bool, register) {
-	cas := in.Version != ""
-	uidOK := in.Uid == "" || in.Uid == st.Res.Uid
-	versionOK := !cas || in.Version == st.Res.Version
+	c := checksOf(st, in, in.Kind == KindWriteStatus)
 	r := out.Res
 	switch in.Kind {
 	case KindWrite:
 		if out.Code != codes.OK {
 			switch out.Code {
 			case codes.Aborted:
-				return cas && (!st.Exists || !versionOK), st
+				return !c.cas || !st.Exists || c.versionWrong, st
 			case codes.FailedPrecondition:
-				return st.Exists && !uidOK, st
+				return st.Exists && c.uidWrong, st
 			case codes.NotFound:
-				return !st.Exists && !cas && in.Uid != "", st
+				return !st.Exists && !c.cas && in.Uid != "", st
 			}
 			return false, st
 		}
@@ -101,60 +158,97 @@ func step(st register, in Input, out Output) (bool, register) {
 			return false, st
 		}
 		if !st.Exists {
-			ok := !cas && in.Uid == "" && r.Status == "" && r.Uid != "" && r.Generation != "" &&
+			ok := !c.cas && in.Uid == "" && r.Status == "" && r.Uid != "" && r.Generation != "" &&
 				versionNumber(r.Version) > st.Last
-			return ok, register{Exists: true, Res: r, Last: versionNumber(r.Version)}
+			return ok, known(r)
 		}
-		if !uidOK || !versionOK {
+		if !c.uidOK || !c.versionOK {
 			return false, st
 		}
 		if in.Baz == st.Res.Baz && in.Label == st.Res.Label {
-			return r == st.Res, st // the no-op rule
+			return st.fits(r), known(r) // the no-op rule
 		}
-		ok := r.Uid == st.Res.Uid && r.Status == st.Res.Status && r.Generation != "" &&
+		ok := (st.Res.Uid == "" || r.Uid == st.Res.Uid) && r.Status == st.Res.Status && r.Generation != "" &&
 			r.Generation != st.Res.Generation && versionNumber(r.Version) > st.Last
-		return ok, register{Exists: true, Res: r, Last: versionNumber(r.Version)}
+		return ok, known(r)
 
 	case KindWriteStatus:
-		uidOK = in.Uid == st.Res.Uid // WriteStatus requires a Uid
 		if out.Code != codes.OK {
 			switch out.Code {
 			case codes.NotFound:
 				return !st.Exists, st
 			case codes.FailedPrecondition:
-				return st.Exists && !uidOK, st
+				return st.Exists && c.uidWrong, st
 			case codes.Aborted:
-				return cas && (!st.Exists || !versionOK), st
+				return !c.cas || !st.Exists || c.versionWrong, st
 			}
 			return false, st
 		}
-		ok := st.Exists && uidOK && versionOK && r.Name == in.Name && r.Uid == st.Res.Uid &&
-			r.Generation == st.Res.Generation && r.Baz == st.Res.Baz && r.Label == st.Res.Label &&
+		want := st.Res
+		want.Status = in.Status
+		want.Uid = in.Uid
+		ok := st.Exists && c.uidOK && c.versionOK && r.Name == in.Name && r.Uid == in.Uid &&
+			(want.Generation == "" || r.Generation == want.Generation) && r.Baz == want.Baz && r.Label == want.Label &&
 			r.Status == in.Status && versionNumber(r.Version) > st.Last
-		return ok, register{Exists: true, Res: r, Last: versionNumber(r.Version)}
+		return ok, known(r)
 
 	case KindDelete:
 		if out.Code != codes.OK {
 			switch out.Code {
 			case codes.FailedPrecondition:
-				return st.Exists && !uidOK, st
+				return st.Exists && c.uidWrong, st
 			case codes.Aborted:
-				return cas && st.Exists && !versionOK, st
+				return !c.cas || (st.Exists && c.versionWrong), st
 			}
 			return false, st
 		}
 		if !st.Exists {
 			return true, st
 		}
-		return uidOK && versionOK, register{Last: st.Last}
+		return c.uidOK && c.versionOK, register{Last: st.Last}
 
 	case KindReadStrong:
 		if out.Code == codes.NotFound {
 			return !st.Exists, st
 		}
-		return out.Code == codes.OK && st.Exists && r == st.Res, st
+		return out.Code == codes.OK && st.Exists && st.fits(r), known(r)
 	}
 	return false, st
+}
+
+// apply returns the state after in, an operation whose outcome is unknown,
+// took effect on st; false if it could not have changed anything.
+func apply(st register, in Input) (register, bool) {
+	c := checksOf(st, in, in.Kind == KindWriteStatus)
+	switch in.Kind {
+	case KindWrite:
+		if !st.Exists {
+			if c.cas || in.Uid != "" {
+				return st, false
+			}
+			return register{Exists: true, Unsure: true, Last: st.Last,
+				Res: State{Name: in.Name, Baz: in.Baz, Label: in.Label}}, true
+		}
+		if !c.uidOK || !c.versionOK || (in.Baz == st.Res.Baz && in.Label == st.Res.Label) {
+			return st, false
+		}
+		res := st.Res
+		res.Version, res.Generation, res.Baz, res.Label = "", "", in.Baz, in.Label
+		return register{Exists: true, Unsure: true, Last: st.Last, Res: res}, true
+	case KindWriteStatus:
+		if !st.Exists || !c.uidOK || !c.versionOK {
+			return st, false
+		}
+		res := st.Res
+		res.Version, res.Uid, res.Status = "", in.Uid, in.Status
+		return register{Exists: true, Unsure: true, Last: st.Last, Res: res}, true
+	case KindDelete:
+		if !st.Exists || !c.uidOK || !c.versionOK {
+			return st, false
+		}
+		return register{Last: st.Last}, true
+	}
+	return st, false
 }
 
 // linearizable checks the writes and strong reads of h for
@@ -167,14 +261,19 @@ func (h *History) linearizable(timeout time.Duration) []string {
 		case KindReadEventual, KindList:
 			continue
 		}
+		ret := op.Return
+		if op.Output.Unknown {
+			ret = math.MaxInt64 // it may take effect at any moment after its call
+		}
 		ops = append(ops, porcupine.Operation{
-			ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return,
+			ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: ret,
 		})
 	}
+	m := model.ToModel()
 	var problems []string
-	for _, part := range model.Partition(ops) {
+	for _, part := range m.Partition(ops) {
 		name := part[0].Input.(Input).Name
-		res, info := porcupine.CheckOperationsVerbose(model, part, timeout)
+		res, info := porcupine.CheckOperationsVerbose(m, part, timeout)
 		switch res {
 		case porcupine.Ok:
 			continue

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -105,5 +108,51 @@ func TestValidatorCatchesDroppedEvent(t *testing.T) {
 			t.Fatalf("seed %d: the checks passed though every watch dropped an event", seed)
 		}
 		t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+	}
+}
+
+// lossy is a backend that loses the response of some writes: it applies
+// one in every `every` WriteCAS and DeleteCAS calls and then reports
+// storage.ErrInconsistent (the service answers Unavailable), as a server
+// cut off from etcd after its write committed would.
+type lossy struct {
+	storage.Backend
+	every int64
+	calls atomic.Int64
+}
+
+func (b *lossy) lose() bool { return b.calls.Add(1)%b.every == 0 }
+
+func (b *lossy) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	out, err := b.Backend.WriteCAS(ctx, res)
+	if err == nil && b.lose() {
+		return nil, storage.ErrInconsistent
+	}
+	return out, err
+}
+
+func (b *lossy) DeleteCAS(ctx context.Context, id *pbresource.ID, version string, opts ...storage.DeleteOption) error {
+	err := b.Backend.DeleteCAS(ctx, id, version, opts...)
+	if err == nil && b.lose() {
+		return storage.ErrInconsistent
+	}
+	return err
+}
+
+// TestLostResponses checks the hook the multi-process run needs: writes
+// whose outcome is unknown (Config.Indeterminate) are checked as having
+// happened or not, and the checks still pass on a correct service that
+// loses responses, while the same run without the hook reports the errors.
+func TestLostResponses(t *testing.T) {
+	for _, seed := range Seeds() {
+		cfg := ShortConfig(seed)
+		cfg.Indeterminate = func(c codes.Code) bool { return c == codes.Unavailable }
+		Verify(t, NewService(t, &lossy{Backend: inmem.New(), every: 20}), cfg)
+
+		cfg.Indeterminate = nil
+		problems := RunChecked(t, NewService(t, &lossy{Backend: inmem.New(), every: 20}), cfg)
+		if len(problems) == 0 || !strings.Contains(problems[0], "unexpected error") {
+			t.Fatalf("seed %d: lost responses not reported without Config.Indeterminate: %v", seed, problems)
+		}
 	}
 }

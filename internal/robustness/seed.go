@@ -72,7 +72,9 @@ func RunChecked(t testing.TB, client pbresource.ResourceServiceClient, cfg Confi
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	start := time.Now()
 	h, err := Run(ctx, client, cfg)
+	ran := time.Since(start)
 	if err != nil {
 		return []string{"the run did not finish: " + err.Error()}
 	}
@@ -85,9 +87,10 @@ func RunChecked(t testing.TB, client pbresource.ResourceServiceClient, cfg Confi
 			slow++
 		}
 	}
-	t.Logf("seed %d: %d operations, %d watches (%d settled at the end, %d ended for falling behind)",
-		cfg.Seed, len(h.Ops), len(h.Watches), settled, slow)
-	return h.Check(time.Minute)
+	problems := h.Check(time.Minute)
+	t.Logf("seed %d: %d operations, %d watches (%d settled at the end, %d ended for falling behind); ran %v, checked in %v",
+		cfg.Seed, len(h.Ops), len(h.Watches), settled, slow, ran.Round(time.Millisecond), (time.Since(start) - ran).Round(time.Millisecond))
+	return problems
 }
 
 // Verify runs cfg against client, checks the history, and fails t with

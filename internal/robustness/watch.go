@@ -69,7 +69,8 @@ func (w *WatchRecord) delivered(version uint64) bool {
 //     Deletes; no name twice in the snapshot;
 //   - every resource delivered (snapshot, Upsert or Delete) is exactly one
 //     an acknowledged write returned (same Version, Uid, Generation, data,
-//     metadata and status): nothing invented or torn;
+//     metadata and status), or one a write of unknown outcome may have
+//     stored (same data, metadata or status): nothing invented or torn;
 //   - the snapshot is the store at one revision, as far as the history
 //     shows it: with S the highest Version in it, no resource in it has an
 //     acknowledged write of a Version above its own and at most S;
@@ -90,10 +91,10 @@ func (w *WatchRecord) delivered(version uint64) bool {
 // last Version), so a Delete that is lost on a stream that is not Settled
 // goes unnoticed unless the resource is written again.
 func (h *History) ValidateWatch(w *WatchRecord) []string {
-	return validateWatch(w, h.acknowledged(), h.Final)
+	return validateWatch(w, h.acknowledged(), h.maybe(), h.Final)
 }
 
-func validateWatch(w *WatchRecord, acks map[string]map[string]State, final map[string]State) []string {
+func validateWatch(w *WatchRecord, acks map[string]map[string]State, maybe func(State) bool, final map[string]State) []string {
 	var problems []string
 	fail := func(format string, args ...any) {
 		if len(problems) < 10 {
@@ -116,7 +117,7 @@ func validateWatch(w *WatchRecord, acks map[string]map[string]State, final map[s
 			}
 			continue
 		}
-		if _, ok := acks[ev.Res.Name][ev.Res.Version]; !ok || acks[ev.Res.Name][ev.Res.Version] != ev.Res {
+		if a, ok := acks[ev.Res.Name][ev.Res.Version]; (!ok || a != ev.Res) && !maybe(ev.Res) {
 			fail("event %d delivers %s %s, which no acknowledged write returned", i, ev.Res.Name, ev.Res)
 		}
 		if deltaFrom >= 0 {
