@@ -64,8 +64,8 @@ type Output struct {
 	// outcome open (Config.Indeterminate): it may or may not have taken
 	// effect.
 	Unknown bool
-	Res  State      // the resource returned (Write, WriteStatus, Read)
-	List []State    // List's resources
+	Res     State   // the resource returned (Write, WriteStatus, Read)
+	List    []State // List's resources
 }
 
 // Op is one recorded operation: invocation and response times are

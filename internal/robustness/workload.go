@@ -330,7 +330,7 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, h 
 			continue
 		}
 		breakAfter := rng.IntN(300) // events until the stream is broken off; -1: never
-		var delay []time.Duration // the slow reader's delays, drawn here: rng is not shared
+		var delay []time.Duration   // the slow reader's delays, drawn here: rng is not shared
 		if slow {
 			for range 1000 {
 				delay = append(delay, time.Duration(rng.IntN(2000))*time.Microsecond)
