@@ -21,7 +21,10 @@
 //
 // Resources are written without finalizers and without owners, so Delete
 // removes at once; Tombstones and deletion marks are outside the model.
-// Operations whose outcome is unknown (an error other than the refusals
-// the model expects) fail the run: there are no faults that lose a
-// response here. The multi-process cluster run adds those (see Config).
+// An error the model does not expect fails the check, unless
+// Config.Indeterminate says it leaves the outcome open (as a lost response
+// does): such an operation is checked as having taken effect, at any
+// moment after its call, or not at all. Config.Between lets a fault
+// injector act between operations. Both are for runs with faults such as
+// the multi-process cluster test's.
 package robustness
