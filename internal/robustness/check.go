@@ -26,7 +26,8 @@ func (h *History) Check(timeout time.Duration) []string {
 // operation: any at all of List and eventual reads but NotFound, and any
 // code other than the refusals (Aborted, FailedPrecondition, NotFound) of
 // the others (Aborted only with a Version, or when the retries of a
-// blanket one ran out).
+// blanket one ran out), and InvalidArgument of a Write that breaks the
+// rules of deletion marks.
 func (h *History) unexpectedErrors() []string {
 	var problems []string
 	for _, op := range h.Ops {
@@ -40,7 +41,9 @@ func (h *History) unexpectedErrors() []string {
 			ok = c == codes.OK
 		case KindWrite, KindWriteStatus, KindDelete:
 			ok = ok || c == codes.FailedPrecondition ||
-				(c == codes.Aborted && (op.Input.Version != "" || strings.Contains(op.Err, "gave up after")))
+				(c == codes.Aborted && (op.Input.Version != "" || strings.Contains(op.Err, "gave up after"))) ||
+				(c == codes.InvalidArgument && op.Input.Kind == KindWrite &&
+					(strings.Contains(op.Err, "deletionTimestamp") || strings.Contains(op.Err, "marked for deletion")))
 		}
 		if !ok && len(problems) < 10 {
 			problems = append(problems, fmt.Sprintf("unexpected error: %s: %s", op, op.Err))

@@ -24,8 +24,15 @@ func unknown(op Op) Op {
 	return op
 }
 
+func marked(version, gen, finalizers string) State {
+	s := st(version, gen, "a")
+	s.Finalizers, s.Deletion = finalizers, "T"
+	return s
+}
+
 func TestModel(t *testing.T) {
 	create := wr(0, 1, Input{Baz: "a"}, codes.OK, st("5", "G1", "a"))
+	fcreate := wr(0, 1, Input{Baz: "a", Finalizers: "f1"}, codes.OK, func() State { s := st("5", "G1", "a"); s.Finalizers = "f1"; return s }())
 	tests := []struct {
 		name string
 		ops  []Op
@@ -95,6 +102,49 @@ func TestModel(t *testing.T) {
 		{"a write with a wrong uid that succeeds", []Op{
 			create,
 			wr(2, 3, Input{Baz: "b", Uid: "U9"}, codes.OK, st("6", "G2", "b")),
+		}, false},
+		{"a delete marks a resource with finalizers; removing the last finishes it", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
+			wr(6, 7, Input{Baz: "a", Deletion: "T"}, codes.OK, marked("7", "G2", "")),
+			wr(8, 9, Input{Kind: KindReadStrong}, codes.NotFound, State{}),
+		}, true},
+		{"two writes finish the same deletion", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
+			wr(6, 9, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
+			wr(7, 8, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
+		}, true},
+		{"a write finishes a deletion finished long ago", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
+			wr(6, 7, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
+			wr(8, 9, Input{Baz: "a"}, codes.OK, st("9", "G3", "a")),
+			wr(10, 11, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
+		}, false},
+		{"a delete of a resource with finalizers that removes it", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.NotFound, State{}),
+		}, false},
+		{"a marked resource whose data changes", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
+			wr(6, 7, Input{Baz: "b", Finalizers: "f1", Deletion: "T"}, codes.OK, func() State { s := marked("8", "G3", "f1"); s.Baz = "b"; return s }()),
+		}, false},
+		{"a marked resource whose data change is refused", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
+			wr(6, 7, Input{Baz: "b", Finalizers: "f1", Deletion: "T"}, codes.InvalidArgument, State{}),
+		}, true},
+		{"a write that sets deletionTimestamp", []Op{
+			fcreate,
+			wr(2, 3, Input{Baz: "a", Finalizers: "f1", Deletion: "T"}, codes.OK, func() State { s := marked("6", "G2", "f1"); return s }()),
 		}, false},
 		{"a write of unknown outcome that took effect", []Op{
 			create,

@@ -10,6 +10,7 @@ import (
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // Kind is the kind of a recorded operation.
@@ -42,8 +43,12 @@ type Input struct {
 	Version string // the Version sent, empty for none (blanket)
 	Uid     string // the id.uid sent, empty for none
 	Baz     string // Write: the data's baz
-	Label   string // Write: the "label" metadata entry, empty for no metadata
-	Status  string // WriteStatus: the status's ObservedGeneration
+	Label   string // Write: the "label" metadata entry, empty for none
+	// Write: the finalizers and deletionTimestamp metadata entries, empty
+	// for none.
+	Finalizers string
+	Deletion   string
+	Status     string // WriteStatus: the status's ObservedGeneration
 }
 
 // State is what the model and the checks compare of one stored resource.
@@ -54,7 +59,12 @@ type State struct {
 	Generation string
 	Baz        string
 	Label      string
-	Status     string // ObservedGeneration of the status under StatusKey
+	Finalizers string // the finalizers metadata entry
+	// Deletion is the deletionTimestamp metadata entry: set by a Delete of
+	// a resource with finalizers. In the model's state, "*" stands for a
+	// timestamp not yet seen.
+	Deletion string
+	Status   string // ObservedGeneration of the status under StatusKey
 }
 
 // Output is what a client got back.
@@ -91,6 +101,9 @@ func (o Op) String() string {
 	}
 	if in.Kind == KindWrite {
 		s += fmt.Sprintf(" baz=%q label=%q", in.Baz, in.Label)
+		if in.Finalizers != "" || in.Deletion != "" {
+			s += fmt.Sprintf(" finalizers=%q deletion=%q", in.Finalizers, in.Deletion)
+		}
 	}
 	if in.Kind == KindWriteStatus {
 		s += fmt.Sprintf(" status=%q", in.Status)
@@ -107,7 +120,11 @@ func (o Op) String() string {
 
 // String describes the state.
 func (s State) String() string {
-	return fmt.Sprintf("{v=%s uid=%s gen=%s baz=%q label=%q status=%q}", s.Version, s.Uid, s.Generation, s.Baz, s.Label, s.Status)
+	out := fmt.Sprintf("{v=%s uid=%s gen=%s baz=%q label=%q status=%q", s.Version, s.Uid, s.Generation, s.Baz, s.Label, s.Status)
+	if s.Finalizers != "" || s.Deletion != "" {
+		out += fmt.Sprintf(" finalizers=%q deletion=%q", s.Finalizers, s.Deletion)
+	}
+	return out + "}"
 }
 
 // StatusKey is the status key WriteStatus operations write.
@@ -125,6 +142,8 @@ func stateOf(res *pbresource.Resource) State {
 		Version:    res.GetVersion(),
 		Generation: res.GetGeneration(),
 		Label:      res.GetMetadata()[LabelKey],
+		Finalizers: res.GetMetadata()[resource.FinalizerKey],
+		Deletion:   res.GetMetadata()[resource.DeletionTimestampKey],
 		Status:     res.GetStatus()[StatusKey].GetObservedGeneration(),
 	}
 	var bar pbfoov1.Bar
@@ -178,16 +197,22 @@ func (h *History) addWatch(w *WatchRecord) {
 	h.mu.Unlock()
 }
 
-// acknowledged returns every resource state a successful write returned,
-// by name and Version.
+// acknowledged returns every resource state a successful write or strong
+// read returned (strong reads return what is stored: the linearizability
+// check holds them to it), by name and Version.
 func (h *History) acknowledged() map[string]map[string]State {
 	acks := make(map[string]map[string]State)
 	for _, op := range h.Ops {
 		k := op.Input.Kind
-		if op.Output.Code != codes.OK || (k != KindWrite && k != KindWriteStatus) {
+		if op.Output.Code != codes.OK || (k != KindWrite && k != KindWriteStatus && k != KindReadStrong) {
 			continue
 		}
 		r := op.Output.Res
+		if r.Deletion != "" && r.Finalizers == "" {
+			// A Write that removed the last finalizer: the resource is
+			// gone, and r is not what is stored under its Version.
+			continue
+		}
 		if acks[r.Name] == nil {
 			acks[r.Name] = make(map[string]State)
 		}
@@ -196,22 +221,27 @@ func (h *History) acknowledged() map[string]map[string]State {
 	return acks
 }
 
-// maybe returns a test of whether a resource may have been stored by an
-// operation of unknown outcome: one with its data and metadata (a Write)
-// or its status (a WriteStatus) on its name. Such a resource's Version is
-// not known to the history.
+// maybe returns a test of whether a resource may have been stored though
+// no response returned it: by an operation of unknown outcome with its
+// data and metadata (a Write) or its status (a WriteStatus), or by a
+// Delete that marked it (which returns nothing). Such a resource's
+// Version is not known to the history.
 func (h *History) maybe() func(State) bool {
 	unknown := make(map[string][]Input)
 	for _, op := range h.Ops {
-		if op.Output.Unknown {
+		if op.Output.Unknown || (op.Input.Kind == KindDelete && op.Output.Code == codes.OK) {
 			unknown[op.Input.Name] = append(unknown[op.Input.Name], op.Input)
 		}
 	}
 	return func(s State) bool {
 		for _, in := range unknown[s.Name] {
 			switch in.Kind {
+			case KindDelete:
+				if s.Deletion != "" {
+					return true
+				}
 			case KindWrite:
-				if in.Baz == s.Baz && in.Label == s.Label {
+				if in.Baz == s.Baz && in.Label == s.Label && in.Finalizers == s.Finalizers {
 					return true
 				}
 			case KindWriteStatus:

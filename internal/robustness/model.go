@@ -24,6 +24,9 @@ type register struct {
 	Unsure bool
 	Res    State
 	Last   uint64
+	// Gone is what the last Write that finished a deletion returned: a
+	// concurrent Write that finishes the same deletion returns it too.
+	Gone State
 }
 
 // fits reports whether r, returned as the stored resource, is st's.
@@ -32,8 +35,44 @@ func (st register) fits(r State) bool {
 		return r == st.Res
 	}
 	return r.Name == st.Res.Name && r.Baz == st.Res.Baz && r.Label == st.Res.Label && r.Status == st.Res.Status &&
+		r.Finalizers == st.Res.Finalizers && st.deletionMayBe(r.Deletion) &&
 		(st.Res.Uid == "" || r.Uid == st.Res.Uid) && (st.Res.Generation == "" || r.Generation == st.Res.Generation) &&
 		versionNumber(r.Version) > st.Last
+}
+
+// deletionMayBe reports whether the stored deletionTimestamp may be ts.
+func (st register) deletionMayBe(ts string) bool {
+	if st.Res.Deletion == "*" {
+		return ts != ""
+	}
+	return ts == st.Res.Deletion
+}
+
+// deletionMayNotBe reports whether the stored deletionTimestamp may differ
+// from ts.
+func (st register) deletionMayNotBe(ts string) bool {
+	if st.Res.Deletion == "*" {
+		return true
+	}
+	return ts != st.Res.Deletion
+}
+
+// marked reports whether the stored resource is marked for deletion.
+func (st register) marked() bool { return st.Res.Deletion != "" }
+
+// finalizersAdded reports whether the finalizers list given adds one to
+// the stored list (both space-separated).
+func finalizersAdded(given, stored string) bool {
+	have := make(map[string]bool)
+	for _, f := range strings.Fields(stored) {
+		have[f] = true
+	}
+	for _, f := range strings.Fields(given) {
+		if !have[f] {
+			return true
+		}
+	}
+	return false
 }
 
 // known returns the state that holds r, as returned by a write or read.
@@ -42,7 +81,7 @@ func known(r State) register {
 }
 
 // model is the ResourceService's contract for one resource name, for
-// resources without finalizers or owners. It follows server/write.go,
+// resources without owners. It follows server/write.go,
 // write_status.go and delete.go:
 //
 //   - Aborted answers a Version that is not the stored one (none is, on an
@@ -64,7 +103,18 @@ func known(r State) register {
 //     Version; otherwise it sets the status, with a new Version and the
 //     same Generation. It never is a no-op (it stamps UpdatedAt).
 //   - Delete: succeeds on an absent name; FailedPrecondition for another
-//     Uid, Aborted for another Version; otherwise removes.
+//     Uid, Aborted for another Version; otherwise removes, or, when the
+//     resource has finalizers, marks it for deletion (deletionTimestamp,
+//     new Generation and Version) unless it is marked already.
+//   - Finalizers: a Write may set them when it creates or updates; no
+//     Write may set, change or drop deletionTimestamp (InvalidArgument).
+//     On a marked resource a Write may only remove finalizers
+//     (InvalidArgument otherwise, unless it changes nothing); removing the
+//     last one finishes the deletion and returns the resource as last
+//     stored, without finalizers. Two Writes that finish the same deletion
+//     concurrently both succeed and return the same (the second's delete
+//     finds nothing to delete, which succeeds as for Delete), even with a
+//     Version.
 //   - Strong Read: NotFound on an absent name, else exactly the stored
 //     resource.
 //   - An operation whose outcome is unknown either did nothing or did what
@@ -143,6 +193,9 @@ func step(st register, in Input, out Output) (bool, register) {
 	r := out.Res
 	switch in.Kind {
 	case KindWrite:
+		// What the service checks, in its order (server/write.go).
+		noop := st.Exists && in.Baz == st.Res.Baz && in.Label == st.Res.Label && in.Finalizers == st.Res.Finalizers
+		illegal := st.marked() && (in.Baz != st.Res.Baz || in.Label != st.Res.Label || finalizersAdded(in.Finalizers, st.Res.Finalizers))
 		if out.Code != codes.OK {
 			switch out.Code {
 			case codes.Aborted:
@@ -151,22 +204,44 @@ func step(st register, in Input, out Output) (bool, register) {
 				return st.Exists && c.uidWrong, st
 			case codes.NotFound:
 				return !st.Exists && !c.cas && in.Uid != "", st
+			case codes.InvalidArgument:
+				if !st.Exists {
+					return !c.cas && in.Uid == "" && in.Deletion != "", st
+				}
+				return c.uidOK && c.versionOK && (st.deletionMayNotBe(in.Deletion) || (illegal && !noop)), st
 			}
 			return false, st
 		}
-		if r.Baz != in.Baz || r.Label != in.Label || r.Name != in.Name {
+		if r.Baz != in.Baz || r.Label != in.Label || r.Finalizers != in.Finalizers || r.Deletion != in.Deletion || r.Name != in.Name {
 			return false, st
 		}
 		if !st.Exists {
-			ok := !c.cas && in.Uid == "" && r.Status == "" && r.Uid != "" && r.Generation != "" &&
+			if r.Deletion != "" && r.Finalizers == "" {
+				// It read the marked resource before a concurrent Write
+				// finished the deletion, and finishes it again: the
+				// backend's delete of what is gone succeeds.
+				return r == st.Gone, st
+			}
+			ok := !c.cas && in.Uid == "" && in.Deletion == "" && r.Status == "" && r.Uid != "" && r.Generation != "" &&
 				versionNumber(r.Version) > st.Last
 			return ok, known(r)
 		}
-		if !c.uidOK || !c.versionOK {
+		if !c.uidOK || !c.versionOK || !st.deletionMayBe(in.Deletion) {
 			return false, st
 		}
-		if in.Baz == st.Res.Baz && in.Label == st.Res.Label {
+		if noop {
 			return st.fits(r), known(r) // the no-op rule
+		}
+		if illegal {
+			return false, st
+		}
+		if st.marked() && in.Finalizers == "" {
+			// The last finalizer is gone: the deletion is finished, and the
+			// resource is returned as last stored, without finalizers.
+			was := st
+			was.Res.Finalizers = ""
+			was.Res.Deletion = in.Deletion
+			return was.fits(r), register{Last: max(st.Last, versionNumber(r.Version)), Gone: r}
 		}
 		ok := (st.Res.Uid == "" || r.Uid == st.Res.Uid) && r.Status == st.Res.Status && r.Generation != "" &&
 			r.Generation != st.Res.Generation && versionNumber(r.Version) > st.Last
@@ -205,7 +280,10 @@ func step(st register, in Input, out Output) (bool, register) {
 		if !st.Exists {
 			return true, st
 		}
-		return c.uidOK && c.versionOK, register{Last: st.Last}
+		if !c.uidOK || !c.versionOK {
+			return false, st
+		}
+		return true, deleted(st)
 
 	case KindReadStrong:
 		if out.Code == codes.NotFound {
@@ -216,6 +294,21 @@ func step(st register, in Input, out Output) (bool, register) {
 	return false, st
 }
 
+// deleted returns the state after a Delete of the resource st holds: gone,
+// or, if it has finalizers, marked for deletion (with a new Version and
+// Generation, and a timestamp the history learns when it reads it).
+func deleted(st register) register {
+	if st.Res.Finalizers == "" {
+		return register{Last: st.Last}
+	}
+	if st.marked() {
+		return st // already waiting for its finalizers
+	}
+	res := st.Res
+	res.Version, res.Generation, res.Deletion = "", "", "*"
+	return register{Exists: true, Unsure: true, Last: st.Last, Res: res}
+}
+
 // apply returns the state after in, an operation whose outcome is unknown,
 // took effect on st; false if it could not have changed anything.
 func apply(st register, in Input) (register, bool) {
@@ -223,17 +316,22 @@ func apply(st register, in Input) (register, bool) {
 	switch in.Kind {
 	case KindWrite:
 		if !st.Exists {
-			if c.cas || in.Uid != "" {
+			if c.cas || in.Uid != "" || in.Deletion != "" {
 				return st, false
 			}
 			return register{Exists: true, Unsure: true, Last: st.Last,
-				Res: State{Name: in.Name, Baz: in.Baz, Label: in.Label}}, true
+				Res: State{Name: in.Name, Baz: in.Baz, Label: in.Label, Finalizers: in.Finalizers}}, true
 		}
-		if !c.uidOK || !c.versionOK || (in.Baz == st.Res.Baz && in.Label == st.Res.Label) {
+		noop := in.Baz == st.Res.Baz && in.Label == st.Res.Label && in.Finalizers == st.Res.Finalizers
+		illegal := st.marked() && (in.Baz != st.Res.Baz || in.Label != st.Res.Label || finalizersAdded(in.Finalizers, st.Res.Finalizers))
+		if !c.uidOK || !c.versionOK || !st.deletionMayBe(in.Deletion) || noop || illegal {
 			return st, false
 		}
+		if st.marked() && in.Finalizers == "" {
+			return register{Last: st.Last}, true
+		}
 		res := st.Res
-		res.Version, res.Generation, res.Baz, res.Label = "", "", in.Baz, in.Label
+		res.Version, res.Generation, res.Baz, res.Label, res.Finalizers = "", "", in.Baz, in.Label, in.Finalizers
 		return register{Exists: true, Unsure: true, Last: st.Last, Res: res}, true
 	case KindWriteStatus:
 		if !st.Exists || !c.uidOK || !c.versionOK {
@@ -246,7 +344,7 @@ func apply(st register, in Input) (register, bool) {
 		if !st.Exists || !c.uidOK || !c.versionOK {
 			return st, false
 		}
-		return register{Last: st.Last}, true
+		return deleted(st), true
 	}
 	return st, false
 }

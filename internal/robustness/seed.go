@@ -50,12 +50,12 @@ func Long() bool {
 
 // ShortConfig is the run `make test` makes: a few seconds under -race.
 func ShortConfig(seed uint64) Config {
-	return Config{Seed: seed, Clients: 4, Ops: 300, Names: 3, Watchers: 3, SlowWatcher: true}
+	return Config{Seed: seed, Clients: 4, Ops: 300, Names: 3, Watchers: 3, SlowWatcher: true, Finalizers: true}
 }
 
 // LongConfig is the run `make robustness` makes.
 func LongConfig(seed uint64) Config {
-	return Config{Seed: seed, Clients: 8, Ops: 1000, Names: 5, Watchers: 3, SlowWatcher: true}
+	return Config{Seed: seed, Clients: 8, Ops: 1000, Names: 5, Watchers: 3, SlowWatcher: true, Finalizers: true}
 }
 
 // ConfigFor returns LongConfig with -robustness.long, else ShortConfig.

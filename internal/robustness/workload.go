@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,11 @@ type Config struct {
 	// SlowWatcher makes the first watcher sleep up to 2ms before each
 	// Recv, a consumer the server must buffer for or end.
 	SlowWatcher bool
+	// Finalizers makes Writes set finalizers, so that Deletes mark
+	// resources and Writes remove finalizers. The watch checks are weaker
+	// for marked resources: a mark's Version is known only if a strong
+	// read or a later write returned it.
+	Finalizers bool
 	// Between, when set, runs before each client operation; a fault
 	// injector (e.g. the cluster test's) may block or act in it. It gets
 	// the client's number and its random source.
@@ -113,7 +119,8 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 		go func() {
 			defer clients.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c)))
-			cl := &runner{id: c, client: client, h: h, rng: rng, names: names, known: make(map[string]State), indeterminate: cfg.Indeterminate}
+			cl := &runner{id: c, client: client, h: h, rng: rng, names: names, known: make(map[string]State),
+				indeterminate: cfg.Indeterminate, finalizers: cfg.Finalizers}
 			for range cfg.Ops {
 				if ctx.Err() != nil {
 					return
@@ -168,6 +175,7 @@ type runner struct {
 	// the Versions and Uids it sends (mostly right, sometimes stale).
 	known         map[string]State
 	indeterminate func(codes.Code) bool
+	finalizers    bool
 }
 
 func (r *runner) step(ctx context.Context) {
@@ -193,14 +201,32 @@ func (r *runner) step(ctx context.Context) {
 		return ""
 	}
 	switch n := r.rng.IntN(100); {
-	case n < 30:
+	case n < 35:
 		in.Kind = KindWrite
 		in.Version = version()
 		in.Uid = uid(0.2)
-		in.Baz = []string{"a", "b", "c"}[r.rng.IntN(3)]
-		in.Label = []string{"", "x", "y"}[r.rng.IntN(3)]
+		if isKnown && known.Deletion != "" && pick(0.8) {
+			// What a controller does with a resource marked for deletion:
+			// remove its finalizer.
+			in.Baz, in.Label, in.Deletion = known.Baz, known.Label, known.Deletion
+			fs := strings.Fields(known.Finalizers)
+			if len(fs) > 0 {
+				i := r.rng.IntN(len(fs))
+				fs = append(fs[:i:i], fs[i+1:]...)
+			}
+			in.Finalizers = strings.Join(fs, " ")
+		} else {
+			in.Baz = []string{"a", "b", "c"}[r.rng.IntN(3)]
+			in.Label = []string{"", "x", "y"}[r.rng.IntN(3)]
+			if r.finalizers {
+				in.Finalizers = []string{"", "", "f1", "f1 f2"}[r.rng.IntN(4)]
+			}
+			if isKnown && known.Deletion != "" && pick(0.5) {
+				in.Deletion = known.Deletion
+			}
+		}
 		r.write(ctx, in)
-	case n < 42:
+	case n < 47:
 		in.Kind = KindWriteStatus
 		in.Version = version()
 		in.Uid = uid(0.95)
@@ -209,12 +235,12 @@ func (r *runner) step(ctx context.Context) {
 		}
 		in.Status = fmt.Sprintf("%s%02d", fakeUid[:24], r.rng.IntN(100)) // a ULID
 		r.write(ctx, in)
-	case n < 52:
+	case n < 54:
 		in.Kind = KindDelete
 		in.Version = version()
 		in.Uid = uid(0.2)
 		r.write(ctx, in)
-	case n < 72:
+	case n < 74:
 		in.Kind = KindReadStrong
 		r.read(ctx, in)
 	case n < 92:
@@ -234,8 +260,14 @@ func (r *runner) write(ctx context.Context, in Input) Op {
 	case KindWrite:
 		data, _ := anypb.New(&pbfoov1.Bar{Baz: in.Baz})
 		w := &pbresource.Resource{Id: barID(in.Name, in.Uid), Version: in.Version, Data: data}
-		if in.Label != "" {
-			w.Metadata = map[string]string{LabelKey: in.Label}
+		for k, v := range map[string]string{LabelKey: in.Label, resource.FinalizerKey: in.Finalizers, resource.DeletionTimestampKey: in.Deletion} {
+			if v == "" {
+				continue
+			}
+			if w.Metadata == nil {
+				w.Metadata = make(map[string]string)
+			}
+			w.Metadata[k] = v
 		}
 		var rsp *pbresource.WriteResponse
 		if rsp, err = r.client.Write(ctx, &pbresource.WriteRequest{Resource: w}); err == nil {
