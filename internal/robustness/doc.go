@@ -2,8 +2,8 @@
 // histories. Concurrent clients run seeded random operations (CAS and
 // blanket Write, WriteStatus, Delete with and without a version, strong
 // and eventual Read, List) against a live service, and watchers keep
-// WatchList streams open, some of them broken off at random or read
-// slowly. The recorded history is then checked:
+// WatchList streams open, each broken off after a random number of
+// events, one of them read slowly. The recorded history is then checked:
 //
 //   - strong reads and every write are checked for linearizability with
 //     porcupine, against a model of one register per resource name that
@@ -19,8 +19,10 @@
 // which the scheduler decides); every failure names the seed, and the
 // -robustness.seed flag or the LOOM_ROBUSTNESS_SEED variable replays it.
 //
-// Resources are written without finalizers and without owners, so Delete
-// removes at once; Tombstones and deletion marks are outside the model.
+// Resources have no owners, so Tombstones are outside the model; with
+// Config.Finalizers they have finalizers, so Deletes mark them and Writes
+// finish their deletion.
+//
 // An error the model does not expect fails the check, unless
 // Config.Indeterminate says it leaves the outcome open (as a lost response
 // does): such an operation is checked as having taken effect, at any

@@ -16,9 +16,10 @@ import (
 // later write must exceed (Versions are a store-wide revision).
 //
 // Unsure marks a resource written by an operation whose outcome is unknown
-// (see Output.Unknown): its Version is unknown, and so are its Uid and
-// Generation when empty. The next operation that shows the resource makes
-// it known again.
+// (see Output.Unknown), or marked for deletion by a Delete (which returns
+// nothing): its Version is unknown, and so are its Uid, Generation and
+// deletionTimestamp when empty ("*" for the timestamp). The next operation
+// that shows the resource makes it known again.
 type register struct {
 	Exists bool
 	Unsure bool
