@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -85,7 +86,8 @@ func (w *WatchRecord) delivered(version uint64) bool {
 //     not seen before on the stream, and a Delete carries exactly the
 //     Version and Uid last delivered for the resource;
 //   - a Settled watch's view (snapshot plus changes) equals the store at
-//     the end of the run, which catches lost Deletes too.
+//     the end of the run, which catches lost Deletes too; a watch open at
+//     the end must deliver the run's last write within 30s.
 //
 // It cannot tell when a Delete committed (its event carries the resource's
 // last Version), so a Delete that is lost on a stream that is not Settled
@@ -102,6 +104,9 @@ func validateWatch(w *WatchRecord, acks map[string]map[string]State, maybe func(
 		}
 	}
 	events := w.Events()
+	if strings.Contains(w.End, errNotSettled) {
+		fail("%s", errNotSettled)
+	}
 
 	// Form, and the snapshot.
 	view := make(map[string]State)

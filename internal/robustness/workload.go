@@ -74,6 +74,10 @@ func (c *Config) defaults() {
 	}
 }
 
+// errNotSettled ends a watch that did not deliver the run's last write in
+// time; the check reports it.
+const errNotSettled = "it did not deliver the last write within 30s"
+
 // sentinel is the name of the resource written once every client has
 // stopped: a watch that delivered it has delivered the whole run.
 const sentinel = "sentinel"
@@ -359,6 +363,7 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, h 
 		if err != nil {
 			rec.End = err.Error()
 			cancel()
+			time.Sleep(10 * time.Millisecond) // a pause before watching again, not a wait for a condition
 			continue
 		}
 		breakAfter := rng.IntN(300) // events until the stream is broken off; -1: never
@@ -404,7 +409,7 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, h 
 				deadline = time.Now().Add(30 * time.Second)
 			case target != 0 && time.Now().After(deadline):
 				cancel()
-				rec.End = endOf(<-ended) + " (after it did not deliver the last write within 30s)"
+				rec.End = endOf(<-ended) + " (" + errNotSettled + ")"
 				done = true
 				break wait
 			case target == 0 && breakAfter >= 0 && len(rec.Events()) >= breakAfter:
