@@ -65,7 +65,8 @@ type observation struct {
 // earlier reads). Each must be a resource an acknowledged write returned,
 // and none may be older than one an earlier read returned (monotonic reads,
 // across every client of the one server; an event counts from the moment
-// it was received, and is not itself checked: a watch may lag).
+// it was received, and is not itself checked: a watch may lag). Only
+// results of one server are compared (see Config.Connect).
 func (h *History) eventual() []string {
 	acks, maybe := h.acknowledged(), h.maybe()
 	var problems []string
@@ -74,30 +75,37 @@ func (h *History) eventual() []string {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
-	byName := make(map[string][]observation)
+	type key struct {
+		name   string
+		server int
+	}
+	byName := make(map[key][]observation)
 	for _, op := range h.Ops {
 		if op.Output.Code != codes.OK {
 			continue
 		}
 		switch op.Input.Kind {
 		case KindReadStrong, KindReadEventual:
-			byName[op.Input.Name] = append(byName[op.Input.Name], observation{op.Output.Res, op.Call, op.Return, op.String(), false})
+			k := key{op.Input.Name, op.Server}
+			byName[k] = append(byName[k], observation{op.Output.Res, op.Call, op.Return, op.String(), false})
 		case KindList:
 			for _, r := range op.Output.List {
-				byName[r.Name] = append(byName[r.Name], observation{r, op.Call, op.Return, fmt.Sprintf("c%d List [%d,%d] item %s %s", op.Client, op.Call, op.Return, r.Name, r), false})
+				k := key{r.Name, op.Server}
+				byName[k] = append(byName[k], observation{r, op.Call, op.Return, fmt.Sprintf("c%d List [%d,%d] item %s %s", op.Client, op.Call, op.Return, r.Name, r), false})
 			}
 		}
 	}
 	for _, w := range h.Watches {
 		for _, ev := range w.Events() {
 			if ev.Kind == EventUpsert {
-				byName[ev.Res.Name] = append(byName[ev.Res.Name], observation{ev.Res, ev.At, ev.At, fmt.Sprintf("watch %d event at %d: %s %s", w.ID, ev.At, ev.Res.Name, ev.Res), true})
+				k := key{ev.Res.Name, w.Server}
+				byName[k] = append(byName[k], observation{ev.Res, ev.At, ev.At, fmt.Sprintf("watch %d event at %d: %s %s", w.ID, ev.At, ev.Res.Name, ev.Res), true})
 			}
 		}
 	}
-	for name, obs := range byName {
+	for k, obs := range byName {
 		for _, o := range obs {
-			if a, ok := acks[name][o.res.Version]; (!ok || a != o.res) && !maybe(o.res) {
+			if a, ok := acks[k.name][o.res.Version]; (!ok || a != o.res) && !maybe(o.res) {
 				fail("%s: returns what no acknowledged write returned", o.what)
 			}
 		}

@@ -27,6 +27,7 @@
 // Config.Indeterminate says it leaves the outcome open (as a lost response
 // does): such an operation is checked as having taken effect, at any
 // moment after its call, or not at all. Config.Between lets a fault
-// injector act between operations. Both are for runs with faults such as
-// the multi-process cluster test's.
+// injector act between operations, and Config.Connect spreads the clients
+// and watchers over several servers. They are for runs with faults such
+// as the multi-process cluster test's.
 package robustness

@@ -82,6 +82,7 @@ type Output struct {
 // nanoseconds since the run started, on the monotonic clock.
 type Op struct {
 	Client int
+	Server int // see Config.Connect
 	Input  Input
 	Output Output
 	Call   int64

@@ -156,3 +156,16 @@ func TestLostResponses(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralServers checks the hook for runs across servers
+// (Config.Connect): two services over one backend, the clients and
+// watchers spread over both.
+func TestSeveralServers(t *testing.T) {
+	for _, seed := range Seeds() {
+		b := inmem.New()
+		servers := []pbresource.ResourceServiceClient{NewService(t, b), NewGRPCService(t, b)}
+		cfg := ShortConfig(seed)
+		cfg.Connect = func(i int) (pbresource.ResourceServiceClient, int) { return servers[i%2], i % 2 }
+		Verify(t, nil, cfg)
+	}
+}

@@ -28,6 +28,7 @@ type WatchEvent struct {
 // WatchRecord is the record of one WatchList stream.
 type WatchRecord struct {
 	ID     int
+	Server int // see Config.Connect
 	Opened int64
 	// End is how the stream ended: the error Recv returned.
 	End string

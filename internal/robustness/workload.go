@@ -55,6 +55,13 @@ type Config struct {
 	// are checked as having taken effect or not (Output.Unknown). Without
 	// it, every error the model does not expect fails the check.
 	Indeterminate func(codes.Code) bool
+	// Connect, when set, gives each client (0 to Clients-1), watcher
+	// (Clients to Clients+Watchers-1) and the run's final steps
+	// (Clients+Watchers) a client of its own instead of the one Run is
+	// given, e.g. of one of several servers, and names that server.
+	// Eventual reads are only held monotonic against reads and events of
+	// the same server.
+	Connect func(i int) (client pbresource.ResourceServiceClient, server int)
 }
 
 func (c *Config) defaults() {
@@ -77,6 +84,14 @@ func (c *Config) defaults() {
 // errNotSettled ends a watch that did not deliver the run's last write in
 // time; the check reports it.
 const errNotSettled = "it did not deliver the last write within 30s"
+
+// connect returns the client and server of worker i (see Config.Connect).
+func (c *Config) connect(client pbresource.ResourceServiceClient, i int) (pbresource.ResourceServiceClient, int) {
+	if c.Connect == nil {
+		return client, 0
+	}
+	return c.Connect(i)
+}
 
 // sentinel is the name of the resource written once every client has
 // stopped: a watch that delivered it has delivered the whole run.
@@ -113,7 +128,8 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 		go func() {
 			defer watchers.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(1000+i)))
-			runWatcher(ctx, client, h, i, rng, cfg.SlowWatcher && i == 0, &settle)
+			wclient, server := cfg.connect(client, cfg.Clients+i)
+			runWatcher(ctx, wclient, server, h, i, rng, cfg.SlowWatcher && i == 0, &settle)
 		}()
 	}
 
@@ -123,7 +139,8 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 		go func() {
 			defer clients.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c)))
-			cl := &runner{id: c, client: client, h: h, rng: rng, names: names, known: make(map[string]State),
+			cclient, server := cfg.connect(client, c)
+			cl := &runner{id: c, client: cclient, server: server, h: h, rng: rng, names: names, known: make(map[string]State),
 				indeterminate: cfg.Indeterminate, finalizers: cfg.Finalizers}
 			for range cfg.Ops {
 				if ctx.Err() != nil {
@@ -144,7 +161,9 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 
 	// The last write, then every watch catches up with it, then the final
 	// state of the store.
-	last := &runner{id: cfg.Clients, client: client, h: h, names: names, known: make(map[string]State), indeterminate: cfg.Indeterminate}
+	lclient, server := cfg.connect(client, cfg.Clients+cfg.Watchers)
+	last := &runner{id: cfg.Clients, client: lclient, server: server, h: h, names: names, known: make(map[string]State),
+		indeterminate: cfg.Indeterminate}
 	end := last.write(ctx, Input{Kind: KindWrite, Name: sentinel, Baz: "end"})
 	for try := 0; end.Output.Unknown && try < 10; try++ {
 		end = last.write(ctx, Input{Kind: KindWrite, Name: sentinel, Baz: "end"}) // the same again: a no-op if it took effect
@@ -172,6 +191,7 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 type runner struct {
 	id     int
 	client pbresource.ResourceServiceClient
+	server int // see Config.Connect
 	h      *History
 	rng    *rand.Rand
 	names  []string
@@ -257,7 +277,7 @@ func (r *runner) step(ctx context.Context) {
 
 // write runs a Write, WriteStatus or Delete and records it.
 func (r *runner) write(ctx context.Context, in Input) Op {
-	op := Op{Client: r.id, Input: in, Call: r.h.now()}
+	op := Op{Client: r.id, Server: r.server, Input: in, Call: r.h.now()}
 	var res *pbresource.Resource
 	var err error
 	switch in.Kind {
@@ -298,7 +318,7 @@ func (r *runner) read(ctx context.Context, in Input) Op {
 	if in.Kind == KindReadStrong {
 		ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	}
-	op := Op{Client: r.id, Input: in, Call: r.h.now()}
+	op := Op{Client: r.id, Server: r.server, Input: in, Call: r.h.now()}
 	rsp, err := r.client.Read(ctx, &pbresource.ReadRequest{Id: barID(in.Name, "")})
 	op.Return = r.h.now()
 	return r.record(op, rsp.GetResource(), err)
@@ -306,7 +326,7 @@ func (r *runner) read(ctx context.Context, in Input) Op {
 
 // list runs a List of every Bar and records it.
 func (r *runner) list(ctx context.Context) {
-	op := Op{Client: r.id, Input: Input{Kind: KindList}, Call: r.h.now()}
+	op := Op{Client: r.id, Server: r.server, Input: Input{Kind: KindList}, Call: r.h.now()}
 	rsp, err := r.client.List(ctx, &pbresource.ListRequest{
 		Type: barID("", "").Type, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
 	})
@@ -349,12 +369,12 @@ func (r *runner) see(s State) {
 // by one of its streams, which is then Settled. Until then, it breaks
 // every stream off after a random number of events (below 300) and opens
 // a new one.
-func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, h *History, id int, rng *rand.Rand,
+func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, server int, h *History, id int, rng *rand.Rand,
 	slow bool, settle *atomic.Uint64,
 ) {
 	var deadline time.Time // for settling, once the last write is known
 	for n := 0; ctx.Err() == nil; n++ {
-		rec := &WatchRecord{ID: id*100000 + n, Opened: h.now()}
+		rec := &WatchRecord{ID: id*100000 + n, Server: server, Opened: h.now()}
 		h.addWatch(rec)
 		wctx, cancel := context.WithCancel(ctx)
 		stream, err := client.WatchList(wctx, &pbresource.WatchListRequest{
