@@ -26,7 +26,8 @@ type register struct {
 	Res    State
 	Last   uint64
 	// Gone is what the last Write that finished a deletion returned: a
-	// concurrent Write that finishes the same deletion returns it too.
+	// concurrent Write that finishes the same deletion succeeds too and
+	// returns the resource as it read it, Gone or an earlier form of it.
 	Gone State
 }
 
@@ -113,9 +114,9 @@ func known(r State) register {
 //     (InvalidArgument otherwise, unless it changes nothing); removing the
 //     last one finishes the deletion and returns the resource as last
 //     stored, without finalizers. Two Writes that finish the same deletion
-//     concurrently both succeed and return the same (the second's delete
-//     finds nothing to delete, which succeeds as for Delete), even with a
-//     Version.
+//     concurrently both succeed (the second's delete finds nothing to
+//     delete, which succeeds as for Delete), and each returns the resource
+//     as it read it, even when that Version was no longer the stored one.
 //   - Strong Read: NotFound on an absent name, else exactly the stored
 //     resource.
 //   - An operation whose outcome is unknown either did nothing or did what
@@ -220,8 +221,12 @@ func step(st register, in Input, out Output) (bool, register) {
 			if r.Deletion != "" && r.Finalizers == "" {
 				// It read the marked resource before a concurrent Write
 				// finished the deletion, and finishes it again: the
-				// backend's delete of what is gone succeeds.
-				return r == st.Gone, st
+				// backend's delete of what is gone succeeds, whatever
+				// Version it was given.
+				g := st.Gone
+				ok := g.Uid != "" && r.Uid == g.Uid && r.Deletion == g.Deletion && r.Baz == g.Baz && r.Label == g.Label &&
+					versionNumber(r.Version) <= versionNumber(g.Version)
+				return ok, st
 			}
 			ok := !c.cas && in.Uid == "" && in.Deletion == "" && r.Status == "" && r.Uid != "" && r.Generation != "" &&
 				versionNumber(r.Version) > st.Last
