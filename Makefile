@@ -22,7 +22,7 @@ PROTO_FILES := proto/pbresource/resource.proto \
 BENCH ?= .
 BENCHCOUNT ?= 5
 
-.PHONY: all build test vet proto bench bench-compare dev fuzz test-cluster
+.PHONY: all build test vet proto bench bench-compare dev fuzz robustness test-cluster
 
 all: build
 
@@ -42,6 +42,29 @@ test: vet
 		if [ -n "$$CI" ]; then echo "error: CI must run the tests with -race" >&2; exit 1; fi; \
 	fi
 	@for m in $(MODULES); do (cd $$m && $(GO) test $(RACE) -count=1 ./...) || exit 1; done
+
+# Fuzzing: every fuzz test, FUZZTIME each, one after another (go test
+# fuzzes one test at a time). New failures land in the package's
+# testdata/fuzz, which is committed; `make test` replays the corpora.
+FUZZTIME ?= 30s
+FUZZ_SERVER := FuzzWrite FuzzRead FuzzWriteStatus FuzzList FuzzListByOwner FuzzDelete FuzzWatchList FuzzMutateAndValidate
+FUZZ_ETCD := FuzzUnmarshalResource
+
+fuzz:
+	@for f in $(FUZZ_SERVER); do (cd server && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
+	@for f in $(FUZZ_ETCD); do (cd storage/etcd && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
+
+# The long robustness run (internal/robustness): more clients, names and
+# operations than the short run of `make test`, over ROBUSTNESS_SEEDS seeds
+# from ROBUSTNESS_SEED (random when empty), on the in-memory backend and on
+# the embedded etcd. A failure prints the seed; `-robustness.seed=N` replays it.
+ROBUSTNESS_SEEDS ?= 5
+ROBUSTNESS_SEED ?=
+ROBUSTNESS_FLAGS = -robustness.long -robustness.seeds=$(ROBUSTNESS_SEEDS) $(if $(ROBUSTNESS_SEED),-robustness.seed=$(ROBUSTNESS_SEED),)
+
+robustness:
+	$(GO) test $(RACE) -count=1 -timeout 30m -v -run 'TestInMemory' ./internal/robustness/ $(ROBUSTNESS_FLAGS)
+	cd storage/etcd && $(GO) test $(RACE) -count=1 -timeout 30m -v -run 'TestRobustness' . $(ROBUSTNESS_FLAGS)
 
 # The multi-process test of Loom on etcd: a 3-member etcd cluster and 3
 # `loom server -storage etcd` processes on loopback, the leading server and

@@ -1,0 +1,171 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
+	"github.com/loomrt/loom/storage/inmem"
+)
+
+// TestInMemory runs the seeded workload against the service over the
+// in-memory backend, called in process and over gRPC, with a small watch
+// buffer so that the slow watcher is sometimes ended for falling behind.
+func TestInMemory(t *testing.T) {
+	for _, seed := range Seeds() {
+		t.Run(fmt.Sprintf("in-process/%d", seed), func(t *testing.T) {
+			Verify(t, NewService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
+		})
+		t.Run(fmt.Sprintf("grpc/%d", seed), func(t *testing.T) {
+			Verify(t, NewGRPCService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
+		})
+	}
+}
+
+// brokenCAS is a backend whose WriteCAS ignores the version it is given:
+// it writes over whatever is stored (the mutation of TestCheckerCatchesBrokenCAS).
+type brokenCAS struct{ storage.Backend }
+
+func (b brokenCAS) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	// Widen the window between the service's read and this write, so that
+	// the lost compare matters within a short run.
+	runtime.Gosched()
+	stored, err := b.Read(ctx, storage.StrongConsistency, res.Id)
+	w := resource.Clone(res)
+	w.Version = ""
+	if err == nil {
+		w.Version = stored.Version
+	} else if mismatch, ok := err.(storage.GroupVersionMismatchError); ok {
+		w.Version = mismatch.Stored.Version
+	}
+	return b.Backend.WriteCAS(ctx, w)
+}
+
+// TestCheckerCatchesBrokenCAS shows that the checks fail when the backend's
+// compare-and-swap on Write is removed: concurrent writes to few names
+// then lose updates.
+func TestCheckerCatchesBrokenCAS(t *testing.T) {
+	for _, seed := range Seeds() {
+		cfg := Config{Seed: seed, Clients: 6, Ops: 150, Names: 2, Watchers: 1}
+		problems := RunChecked(t, NewService(t, brokenCAS{inmem.New()}), cfg)
+		if len(problems) == 0 {
+			t.Fatalf("seed %d: the checks passed over a backend without CAS", seed)
+		}
+		t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+	}
+}
+
+// droppingWatch is a backend whose watches drop the third change after
+// their snapshot (the mutation of TestValidatorCatchesDroppedEvent).
+type droppingWatch struct{ storage.Backend }
+
+func (b droppingWatch) WatchList(ctx context.Context, t storage.UnversionedType, ten *pbresource.Tenancy, prefix string) (storage.Watch, error) {
+	w, err := b.Backend.WatchList(ctx, t, ten, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &dropThird{Watch: w}, nil
+}
+
+type dropThird struct {
+	storage.Watch
+	snapshotDone bool
+	changes      atomic.Int32
+}
+
+func (w *dropThird) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
+	for {
+		ev, err := w.Watch.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ev.GetEndOfSnapshot() != nil {
+			w.snapshotDone = true
+			return ev, nil
+		}
+		if w.snapshotDone && ev.GetUpsert() != nil && w.changes.Add(1) == 3 {
+			continue // dropped
+		}
+		return ev, nil
+	}
+}
+
+// TestValidatorCatchesDroppedEvent shows that the watch validator fails
+// when a watch loses one change.
+func TestValidatorCatchesDroppedEvent(t *testing.T) {
+	for _, seed := range Seeds() {
+		cfg := Config{Seed: seed, Clients: 4, Ops: 100, Names: 3, Watchers: 2}
+		problems := RunChecked(t, NewService(t, droppingWatch{inmem.New()}), cfg)
+		if len(problems) == 0 {
+			t.Fatalf("seed %d: the checks passed though every watch dropped an event", seed)
+		}
+		t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+	}
+}
+
+// lossy is a backend that loses the response of some writes: it applies
+// one in every `every` WriteCAS and DeleteCAS calls and then reports
+// storage.ErrInconsistent (the service answers Unavailable), as a server
+// cut off from etcd after its write committed would.
+type lossy struct {
+	storage.Backend
+	every int64
+	calls atomic.Int64
+}
+
+func (b *lossy) lose() bool { return b.calls.Add(1)%b.every == 0 }
+
+func (b *lossy) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	out, err := b.Backend.WriteCAS(ctx, res)
+	if err == nil && b.lose() {
+		return nil, storage.ErrInconsistent
+	}
+	return out, err
+}
+
+func (b *lossy) DeleteCAS(ctx context.Context, id *pbresource.ID, version string, opts ...storage.DeleteOption) error {
+	err := b.Backend.DeleteCAS(ctx, id, version, opts...)
+	if err == nil && b.lose() {
+		return storage.ErrInconsistent
+	}
+	return err
+}
+
+// TestLostResponses checks the hook the multi-process run needs: writes
+// whose outcome is unknown (Config.Indeterminate) are checked as having
+// happened or not, and the checks still pass on a correct service that
+// loses responses, while the same run without the hook reports the errors.
+func TestLostResponses(t *testing.T) {
+	for _, seed := range Seeds() {
+		cfg := ShortConfig(seed)
+		cfg.Indeterminate = func(c codes.Code) bool { return c == codes.Unavailable }
+		Verify(t, NewService(t, &lossy{Backend: inmem.New(), every: 20}), cfg)
+
+		cfg.Indeterminate = nil
+		problems := RunChecked(t, NewService(t, &lossy{Backend: inmem.New(), every: 20}), cfg)
+		if !strings.Contains(strings.Join(problems, "\n"), "Unavailable") {
+			t.Fatalf("seed %d: lost responses not reported without Config.Indeterminate: %v", seed, problems)
+		}
+	}
+}
+
+// TestSeveralServers checks the hook for runs across servers
+// (Config.Connect): two services over one backend, the clients and
+// watchers spread over both.
+func TestSeveralServers(t *testing.T) {
+	for _, seed := range Seeds() {
+		b := inmem.New()
+		servers := []pbresource.ResourceServiceClient{NewService(t, b), NewGRPCService(t, b)}
+		cfg := ShortConfig(seed)
+		cfg.Connect = func(i int) (pbresource.ResourceServiceClient, int) { return servers[i%2], i % 2 }
+		Verify(t, nil, cfg)
+	}
+}
