@@ -93,12 +93,12 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 // that moment, the backend stores its Tombstone in the same atomic step
 // (storage.WithTombstone), so the reaper finds every resource it owned:
 // none can be created once it is gone (storage.ErrOwnerNotFound), and none
-// created just before escapes the tombstone. It returns backend errors
-// unmapped.
-func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource) error {
-	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version, storage.WithTombstone(func() (*pbresource.Resource, error) {
+// created just before escapes the tombstone. opts add to the delete's
+// options. It returns backend errors unmapped.
+func (s *Server) deleteStored(ctx context.Context, stored *pbresource.Resource, opts ...storage.DeleteOption) error {
+	return s.backend.DeleteCAS(ctx, stored.Id, stored.Version, append(opts, storage.WithTombstone(func() (*pbresource.Resource, error) {
 		return newTombstone(stored.Id)
-	}))
+	}))...)
 }
 
 // registrationOf returns the registration for the GroupVersion res is

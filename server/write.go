@@ -263,8 +263,11 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 		}
 		if !resource.HasFinalizers(res) {
 			// The last finalizer is gone: finish the deletion Delete began.
+			// It must be this delete that removes it: one that finds it
+			// gone already (another writer finished first, maybe after a
+			// status write) lost the race like any other CAS.
 			res.Generation = stored.Generation
-			if err := s.deleteStored(ctx, stored); err != nil {
+			if err := s.deleteStored(ctx, stored, storage.MustExist()); err != nil {
 				return nil, casError(in.cas(), err)
 			}
 			return res, nil

@@ -192,7 +192,16 @@ type DeleteOptions struct {
 	// Tombstone, when not nil, returns the tombstone to store if the
 	// deleted resource owns others (see WithTombstone).
 	Tombstone func() (*pbresource.Resource, error)
+
+	// MustExist makes a delete of nothing a CAS failure (see MustExist).
+	MustExist bool
 }
+
+// MustExist makes DeleteCAS fail with ErrCASFailure when nothing is stored
+// under the ID (with its Uid, if the ID has one), instead of succeeding
+// with nothing to do: for a caller that read the resource and must learn
+// whether its delete, not someone else's, removed it.
+func MustExist() DeleteOption { return func(o *DeleteOptions) { o.MustExist = true } }
 
 // NewDeleteOptions applies opts to zero DeleteOptions.
 func NewDeleteOptions(opts ...DeleteOption) DeleteOptions {

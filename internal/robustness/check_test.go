@@ -116,6 +116,13 @@ func TestModel(t *testing.T) {
 			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
 			wr(6, 9, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
 			wr(7, 8, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
+		}, false},
+		{"of two writes that finish the same deletion, one loses the race", []Op{
+			fcreate,
+			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),
+			wr(4, 5, Input{Kind: KindReadStrong}, codes.OK, marked("7", "G2", "f1")),
+			wr(6, 9, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
+			wr(7, 8, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.Aborted, State{}),
 		}, true},
 		{"a write with a stale version finishes a deletion finished concurrently", []Op{
 			fcreate,
@@ -124,7 +131,7 @@ func TestModel(t *testing.T) {
 			wr(6, 7, Input{Kind: KindWriteStatus, Uid: "U1", Status: "S"}, codes.OK, func() State { s := marked("8", "G2", "f1"); s.Status = "S"; return s }()),
 			wr(6, 10, Input{Baz: "a", Deletion: "T", Version: "7"}, codes.OK, marked("7", "G2", "")),
 			wr(8, 9, Input{Baz: "a", Deletion: "T"}, codes.OK, func() State { s := marked("8", "G2", ""); s.Status = "S"; return s }()),
-		}, true},
+		}, false},
 		{"a write finishes a deletion finished long ago", []Op{
 			fcreate,
 			wr(2, 3, Input{Kind: KindDelete}, codes.OK, State{}),

@@ -25,10 +25,6 @@ type register struct {
 	Unsure bool
 	Res    State
 	Last   uint64
-	// Gone is what the last Write that finished a deletion returned: a
-	// concurrent Write that finishes the same deletion succeeds too and
-	// returns the resource as it read it, Gone or an earlier form of it.
-	Gone State
 }
 
 // fits reports whether r, returned as the stored resource, is st's.
@@ -113,10 +109,9 @@ func known(r State) register {
 //     On a marked resource a Write may only remove finalizers
 //     (InvalidArgument otherwise, unless it changes nothing); removing the
 //     last one finishes the deletion and returns the resource as last
-//     stored, without finalizers. Two Writes that finish the same deletion
-//     concurrently both succeed (the second's delete finds nothing to
-//     delete, which succeeds as for Delete), and each returns the resource
-//     as it read it, even when that Version was no longer the stored one.
+//     stored, without finalizers. Of two Writes that finish the same
+//     deletion concurrently, the second loses the race like any CAS: its
+//     delete finds nothing (storage.MustExist).
 //   - Strong Read: NotFound on an absent name, else exactly the stored
 //     resource.
 //   - An operation whose outcome is unknown either did nothing or did what
@@ -218,16 +213,6 @@ func step(st register, in Input, out Output) (bool, register) {
 			return false, st
 		}
 		if !st.Exists {
-			if r.Deletion != "" && r.Finalizers == "" {
-				// It read the marked resource before a concurrent Write
-				// finished the deletion, and finishes it again: the
-				// backend's delete of what is gone succeeds, whatever
-				// Version it was given.
-				g := st.Gone
-				ok := g.Uid != "" && r.Uid == g.Uid && r.Deletion == g.Deletion && r.Baz == g.Baz && r.Label == g.Label &&
-					versionNumber(r.Version) <= versionNumber(g.Version)
-				return ok, st
-			}
 			ok := !c.cas && in.Uid == "" && in.Deletion == "" && r.Status == "" && r.Uid != "" && r.Generation != "" &&
 				versionNumber(r.Version) > st.Last
 			return ok, known(r)
@@ -247,7 +232,7 @@ func step(st register, in Input, out Output) (bool, register) {
 			was := st
 			was.Res.Finalizers = ""
 			was.Res.Deletion = in.Deletion
-			return was.fits(r), register{Last: max(st.Last, versionNumber(r.Version)), Gone: r}
+			return was.fits(r), register{Last: max(st.Last, versionNumber(r.Version))}
 		}
 		ok := (st.Res.Uid == "" || r.Uid == st.Res.Uid) && r.Status == st.Res.Status && r.Generation != "" &&
 			r.Generation != st.Res.Generation && versionNumber(r.Version) > st.Last

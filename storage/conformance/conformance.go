@@ -91,6 +91,7 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"Read/GroupVersionMismatch", s.testReadGroupVersionMismatch},
 		{"DeleteCAS", s.testDelete},
 		{"DeleteCAS/Uid", s.testDeleteUid},
+		{"DeleteCAS/MustExist", s.testDeleteMustExist},
 		{"DeleteCAS/GroupVersionIgnored", s.testDeleteGroupVersionIgnored},
 		{"CopyOnWrite", s.testCopyOnWrite},
 		{"List", s.testList},

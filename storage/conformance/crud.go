@@ -323,6 +323,23 @@ func (s *suite) testDeleteUid(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrNotFound)
 }
 
+// testDeleteMustExist: with storage.MustExist, a delete that finds nothing
+// to delete (nothing under the name, or another lifetime) is a CAS failure.
+func (s *suite) testDeleteMustExist(t *testing.T) {
+	b := s.newBackend(t)
+	ctx := context.Background()
+	stored := write(t, b, newDefault("must"))
+
+	other := proto.Clone(stored.Id).(*pbresource.ID)
+	other.Uid = newUid()
+	require.ErrorIs(t, b.DeleteCAS(ctx, other, stored.Version, storage.MustExist()), storage.ErrCASFailure, "another lifetime")
+	require.NoError(t, b.DeleteCAS(ctx, stored.Id, stored.Version, storage.MustExist()), "the one stored")
+	require.ErrorIs(t, b.DeleteCAS(ctx, stored.Id, stored.Version, storage.MustExist()), storage.ErrCASFailure, "gone")
+	require.NoError(t, b.DeleteCAS(ctx, stored.Id, stored.Version), "gone, without MustExist")
+	never := newDefault("never").Id
+	require.ErrorIs(t, b.DeleteCAS(ctx, never, "", storage.MustExist()), storage.ErrCASFailure, "never stored")
+}
+
 func (s *suite) testDeleteGroupVersionIgnored(t *testing.T) {
 	b := s.newBackend(t)
 	stored := write(t, b, newDefault("gv"))

@@ -583,8 +583,9 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 	if err := checkID(id); err != nil {
 		return err
 	}
+	do := storage.NewDeleteOptions(opts...)
 	var tombKey, tombValue string
-	if newTombstone := storage.NewDeleteOptions(opts...).Tombstone; newTombstone != nil {
+	if newTombstone := do.Tombstone; newTombstone != nil {
 		// Needed up front: the transaction decides whether to store it.
 		tomb, err := newTombstone()
 		if err != nil {
@@ -609,6 +610,9 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 	kvs := resp.Kvs
 	for {
 		if len(kvs) == 0 {
+			if do.MustExist {
+				return storage.ErrCASFailure
+			}
 			return nil
 		}
 		cur, err := decode(kvs[0])
@@ -616,6 +620,9 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 			return err
 		}
 		if id.Uid != "" && id.Uid != cur.Id.Uid {
+			if do.MustExist {
+				return storage.ErrCASFailure
+			}
 			return nil
 		}
 		if version != "" && version != cur.Version {

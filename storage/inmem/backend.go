@@ -329,19 +329,23 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	}
 	typ := storage.UnversionedTypeFrom(id.Type)
 	key := keyOf(id)
-	newTombstone := storage.NewDeleteOptions(opts...).Tombstone
+	do := storage.NewDeleteOptions(opts...)
+	newTombstone := do.Tombstone
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
-	ti := b.types[typ]
-	if ti == nil {
-		return nil
+	var e *entry
+	if ti := b.types[typ]; ti != nil {
+		e = ti.byKey[key]
 	}
-	e := ti.byKey[key]
 	if e == nil || (id.Uid != "" && id.Uid != e.res.Id.GetUid()) {
+		if do.MustExist {
+			return storage.ErrCASFailure
+		}
 		return nil
 	}
+	ti := b.types[typ]
 	if version != "" && version != e.res.Version {
 		return storage.ErrCASFailure
 	}
