@@ -28,6 +28,11 @@ const (
 	AnyValue         protowire.Number = 2 // bytes
 	MapKey           protowire.Number = 1 // of every map entry
 	MapValue         protowire.Number = 2 // of every map entry
+
+	WatchEventUpsert        protowire.Number = 1 // WatchEvent.Upsert
+	WatchEventDelete        protowire.Number = 2 // WatchEvent.Delete
+	WatchEventEndOfSnapshot protowire.Number = 3 // WatchEvent.EndOfSnapshot
+	EventResource           protowire.Number = 1 // Resource, of Upsert and Delete
 )
 
 // The string fields of each message, indexed by field number (nil where the
@@ -77,6 +82,27 @@ type Block struct {
 	Resource pbresource.Resource
 	ID       IDBlock
 	Data     anypb.Any
+}
+
+// SharedBlock is a Block for a resource whose ID shares its Type and
+// Tenancy with other resources (they are immutable, so sharing is safe); it
+// takes the 288-byte size class instead of 448.
+type SharedBlock struct {
+	Resource pbresource.Resource
+	ID       pbresource.ID
+	Data     anypb.Any
+}
+
+// SetID points the resource's Id at the block's and returns it.
+func (b *SharedBlock) SetID() *pbresource.ID {
+	b.Resource.Id = &b.ID
+	return &b.ID
+}
+
+// SetData points the resource's Data at the block's and returns it.
+func (b *SharedBlock) SetData() *anypb.Any {
+	b.Resource.Data = &b.Data
+	return &b.Data
 }
 
 // IDBlock holds an ID with its Type and Tenancy.

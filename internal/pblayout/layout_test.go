@@ -102,6 +102,23 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 			}
 		})
 	}
+	events := (&pbresource.WatchEvent{}).ProtoReflect().Descriptor().Fields()
+	for num, name := range map[protowire.Number]protoreflect.Name{
+		WatchEventUpsert: "upsert", WatchEventDelete: "delete", WatchEventEndOfSnapshot: "end_of_snapshot",
+	} {
+		if fd := events.ByNumber(num); fd == nil || fd.Name() != name {
+			t.Errorf("WatchEvent field %d is not %s", num, name)
+		}
+	}
+	if n := events.Len(); n != 3 {
+		t.Errorf("WatchEvent has %d fields, want the 3 described", n)
+	}
+	for _, name := range []protoreflect.Name{"upsert", "delete"} {
+		ev := events.ByName(name).Message().Fields()
+		if fd := ev.ByNumber(EventResource); ev.Len() != 1 || fd == nil || fd.Name() != "resource" {
+			t.Errorf("WatchEvent.%s is not one field resource = %d", name, EventResource)
+		}
+	}
 	for num, name := range map[protowire.Number]protoreflect.Name{MapKey: "key", MapValue: "value"} {
 		entry := (&pbresource.Resource{}).ProtoReflect().Descriptor().Fields().ByName("metadata").Message()
 		if fd := entry.Fields().ByNumber(num); fd == nil || fd.Name() != name {
