@@ -157,7 +157,7 @@ func fastResource(r *fieldReader, in *interner) (*pbresource.Resource, bool) {
 		case pblayout.ResourceMetadata:
 			ok = readMetadata(r, res)
 		case pblayout.ResourceStatus:
-			ok = readStatus(r, res)
+			ok = readStatus(r, res, in)
 		case pblayout.ResourceData:
 			if in == nil {
 				ok = readAny(r, blk.SetData())
@@ -186,39 +186,49 @@ func readString(r *fieldReader, strs []*string, num protowire.Number) bool {
 
 // readID reads an ID into blk, its Type and Tenancy included.
 func readID(parent *fieldReader, blk *pblayout.IDBlock) bool {
-	return readIDFields(parent, &blk.ID, func(r *fieldReader) bool {
-		t := pblayout.TypeStrings(blk.SetType())
-		return readStrings(r, t[:])
-	}, func(r *fieldReader) bool {
-		t := pblayout.TenancyStrings(blk.SetTenancy())
-		return readStrings(r, t[:])
-	})
+	return readIDFields(parent, &blk.ID, blk, nil)
 }
 
 // readSharedID reads an ID into id, with its Type and Tenancy from in.
 func readSharedID(parent *fieldReader, id *pbresource.ID, in *interner) bool {
-	return readIDFields(parent, id, func(r *fieldReader) bool {
-		var t pbresource.Type
-		s := pblayout.TypeStrings(&t)
-		if !readStrings(r, s[:]) {
-			return false
-		}
-		id.Type = in.typ([3]string{t.Group, t.GroupVersion, t.Kind})
-		return true
-	}, func(r *fieldReader) bool {
-		var t pbresource.Tenancy
-		s := pblayout.TenancyStrings(&t)
-		if !readStrings(r, s[:]) {
-			return false
-		}
-		id.Tenancy = in.tenancy([2]string{t.Partition, t.Namespace})
-		return true
-	})
+	return readIDFields(parent, id, nil, in)
 }
 
-// readIDFields reads an ID's string fields into id and its Type and Tenancy
-// with the functions given.
-func readIDFields(parent *fieldReader, id *pbresource.ID, typ, tenancy func(*fieldReader) bool) bool {
+// readType reads a Type, from in if there is one and into a message of its
+// own otherwise.
+func readType(r *fieldReader, in *interner) (*pbresource.Type, bool) {
+	if in == nil {
+		t := new(pbresource.Type)
+		s := pblayout.TypeStrings(t)
+		return t, readStrings(r, s[:])
+	}
+	var t pbresource.Type
+	s := pblayout.TypeStrings(&t)
+	if !readStrings(r, s[:]) {
+		return nil, false
+	}
+	return in.typ([3]string{t.Group, t.GroupVersion, t.Kind}), true
+}
+
+// readTenancy reads a Tenancy, from in if there is one and into a message
+// of its own otherwise.
+func readTenancy(r *fieldReader, in *interner) (*pbresource.Tenancy, bool) {
+	if in == nil {
+		t := new(pbresource.Tenancy)
+		s := pblayout.TenancyStrings(t)
+		return t, readStrings(r, s[:])
+	}
+	var t pbresource.Tenancy
+	s := pblayout.TenancyStrings(&t)
+	if !readStrings(r, s[:]) {
+		return nil, false
+	}
+	return in.tenancy([2]string{t.Partition, t.Namespace}), true
+}
+
+// readIDFields reads an ID into id, its Type and Tenancy into blk (whose
+// ID id is) or, without a blk, from in.
+func readIDFields(parent *fieldReader, id *pbresource.ID, blk *pblayout.IDBlock, in *interner) bool {
 	r, ok := parent.sub()
 	if !ok {
 		return false
@@ -237,11 +247,17 @@ func readIDFields(parent *fieldReader, id *pbresource.ID, typ, tenancy func(*fie
 			return false
 		}
 		seen |= 1 << num
-		switch num {
-		case pblayout.IDType:
-			ok = typ(&r)
-		case pblayout.IDTenancy:
-			ok = tenancy(&r)
+		switch {
+		case num == pblayout.IDType && blk != nil:
+			t := pblayout.TypeStrings(blk.SetType())
+			ok = readStrings(&r, t[:])
+		case num == pblayout.IDType:
+			id.Type, ok = readType(&r, in)
+		case num == pblayout.IDTenancy && blk != nil:
+			t := pblayout.TenancyStrings(blk.SetTenancy())
+			ok = readStrings(&r, t[:])
+		case num == pblayout.IDTenancy:
+			id.Tenancy, ok = readTenancy(&r, in)
 		default:
 			ok = readString(&r, strs[:], num)
 		}
@@ -310,53 +326,6 @@ func readMetadata(parent *fieldReader, res *pbresource.Resource) bool {
 		res.Metadata = make(map[string]string, 4)
 	}
 	res.Metadata[k] = v
-	return true
-}
-
-// readStatus reads one map entry of the status, the Status message with the
-// generic decoder.
-func readStatus(parent *fieldReader, res *pbresource.Resource) bool {
-	r, ok := parent.sub()
-	if !ok {
-		return false
-	}
-	var k string
-	var st *pbresource.Status
-	var seen uint8
-	for {
-		num, wt, more, bad := r.next()
-		if bad {
-			return false
-		}
-		if !more {
-			break
-		}
-		if (num != pblayout.MapKey && num != pblayout.MapValue) || wt != protowire.BytesType || seen&(1<<num) != 0 {
-			return false
-		}
-		seen |= 1 << num
-		if num == pblayout.MapKey {
-			if k, ok = r.str(); !ok {
-				return false
-			}
-			continue
-		}
-		start, end, ok := r.bytes()
-		if !ok {
-			return false
-		}
-		st = new(pbresource.Status)
-		if proto.Unmarshal(r.buf[start:end], st) != nil {
-			return false
-		}
-	}
-	if st == nil {
-		st = new(pbresource.Status)
-	}
-	if res.Status == nil {
-		res.Status = make(map[string]*pbresource.Status, 2)
-	}
-	res.Status[k] = st
 	return true
 }
 

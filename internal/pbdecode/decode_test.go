@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -51,14 +52,26 @@ func randomResource(rnd *rand.Rand) *pbresource.Resource {
 		if res.Status == nil {
 			res.Status = map[string]*pbresource.Status{}
 		}
-		res.Status[str()] = &pbresource.Status{
-			ObservedGeneration: str(),
-			Conditions: []*pbresource.Condition{{
-				Type: str(), State: pbresource.Condition_STATE_TRUE, Reason: str(), Message: str(),
-				Resource: &pbresource.Reference{Type: &pbresource.Type{Kind: str()}, Name: str()},
-			}},
-			UpdatedAt: timestamppb.New(timestamppb.Now().AsTime()),
+		st := &pbresource.Status{ObservedGeneration: str()}
+		for range rnd.IntN(4) {
+			c := &pbresource.Condition{
+				Type: str(), State: pbresource.Condition_State(rnd.IntN(4) - 1), Reason: str(), Message: str(),
+			}
+			if rnd.IntN(3) == 0 {
+				c.Resource = &pbresource.Reference{Name: str(), Section: str()}
+				if rnd.IntN(2) == 0 {
+					c.Resource.Type = &pbresource.Type{Group: str(), Kind: str()}
+				}
+				if rnd.IntN(2) == 0 {
+					c.Resource.Tenancy = &pbresource.Tenancy{Namespace: str()}
+				}
+			}
+			st.Conditions = append(st.Conditions, c)
 		}
+		if rnd.IntN(3) > 0 {
+			st.UpdatedAt = timestamppb.New(time.Unix(rnd.Int64N(1<<40)-1<<39, rnd.Int64N(1e9)))
+		}
+		res.Status[str()] = st
 	}
 	if rnd.IntN(4) > 0 {
 		res.Data = &anypb.Any{TypeUrl: str(), Value: []byte(str())}

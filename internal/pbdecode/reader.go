@@ -60,3 +60,13 @@ func (r *fieldReader) sub() (fieldReader, bool) {
 	}
 	return fieldReader{s: r.s, buf: r.buf[start:end], base: r.base + start}, true
 }
+
+// varint consumes a varint field.
+func (r *fieldReader) varint() (uint64, bool) {
+	v, n := protowire.ConsumeVarint(r.buf[r.pos:])
+	if n < 0 {
+		return 0, false
+	}
+	r.pos += n
+	return v, true
+}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/loomrt/loom/proto/pbresource"
 )
@@ -53,6 +54,35 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 				s := TenancyStrings(m.(*pbresource.Tenancy))
 				return s[:]
 			},
+		},
+		{
+			msg: &pbresource.Status{},
+			strings: func(m proto.Message) []*string {
+				s := StatusStrings(m.(*pbresource.Status))
+				return s[:]
+			},
+			others: map[protowire.Number]protoreflect.Name{StatusConditions: "conditions", StatusUpdatedAt: "updated_at"},
+		},
+		{
+			msg: &pbresource.Condition{},
+			strings: func(m proto.Message) []*string {
+				s := ConditionStrings(m.(*pbresource.Condition))
+				return s[:]
+			},
+			others: map[protowire.Number]protoreflect.Name{ConditionState: "state", ConditionResource: "resource"},
+		},
+		{
+			msg: &pbresource.Reference{},
+			strings: func(m proto.Message) []*string {
+				s := ReferenceStrings(m.(*pbresource.Reference))
+				return s[:]
+			},
+			others: map[protowire.Number]protoreflect.Name{ReferenceType: "type", ReferenceTenancy: "tenancy"},
+		},
+		{
+			msg:     &timestamppb.Timestamp{},
+			strings: func(proto.Message) []*string { return nil },
+			others:  map[protowire.Number]protoreflect.Name{TimestampSeconds: "seconds", TimestampNanos: "nanos"},
 		},
 		{
 			msg: &anypb.Any{},
