@@ -37,11 +37,11 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return protoCodec.Unmarshal(data, v)
 	}
-	// One exact-size copy that the decoded resource keeps: gRPC reuses
-	// data's buffers once Unmarshal returns.
-	b := make([]byte, data.Len())
-	data.CopyTo(b)
-	return c.d.WatchEvent(b, ev)
+	// The decoder keeps nothing of the bytes, so they can go back to the
+	// pool.
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return c.d.WatchEvent(buf.ReadOnlyData(), ev)
 }
 
 // Name is gRPC's proto codec's name.

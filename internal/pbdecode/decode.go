@@ -9,6 +9,7 @@
 package pbdecode
 
 import (
+	"sync"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -41,15 +42,16 @@ func Resource(b []byte) (*pbresource.Resource, error) {
 // Decoder decodes the watch events of one stream. The resources it decodes
 // share their Type and Tenancy messages with the stream's other resources
 // of the same Type and Tenancy, so they must never change (as everything
-// cached or sent on a watch, see the resource package doc). It is safe for
-// concurrent use.
+// cached or sent on a watch, see the resource package doc). Each keeps its
+// other strings and its Data.Value in one allocation of their exact size.
+// It is safe for concurrent use.
 type Decoder struct {
-	in interner
+	mu  sync.Mutex
+	in  interner
+	fix fixups
 }
 
-// WatchEvent decodes an encoded WatchEvent into ev. b becomes the event's:
-// the decoded strings and Data.Value share it, so nothing may change it
-// afterwards.
+// WatchEvent decodes an encoded WatchEvent into ev. It keeps nothing of b.
 func (d *Decoder) WatchEvent(b []byte, ev *pbresource.WatchEvent) error {
 	ev.Reset()
 	if d.fastWatchEvent(b, ev) {
@@ -61,9 +63,13 @@ func (d *Decoder) WatchEvent(b []byte, ev *pbresource.WatchEvent) error {
 // fastWatchEvent decodes b into ev when it holds exactly one event field;
 // false means ev may be half-filled and the generic decoder must run.
 func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
-	// The strings share b: nothing writes to it any more, and Data.Value,
-	// the one []byte handed out, covers bytes no string does.
-	r := fieldReader{s: unsafe.String(unsafe.SliceData(b), len(b)), buf: b}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fix.reset()
+	defer d.fix.reset() // keeps nothing of b, nor of ev
+	// The views of b the fixups collect are copied by finish, before this
+	// returns.
+	r := fieldReader{s: unsafe.String(unsafe.SliceData(b), len(b)), buf: b, fix: &d.fix}
 	num, typ, more, bad := r.next()
 	if bad || !more || typ != protowire.BytesType {
 		return false
@@ -93,6 +99,7 @@ func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
 			return false
 		}
 	}
+	d.fix.finish()
 	switch num {
 	case pblayout.WatchEventUpsert:
 		ev.Event = &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}
@@ -179,8 +186,11 @@ func readString(r *fieldReader, strs []*string, num protowire.Number) bool {
 	if int(num) >= len(strs) || strs[num] == nil {
 		return false
 	}
-	var ok bool
-	*strs[num], ok = r.str()
+	v, ok := r.str()
+	*strs[num] = v
+	if r.fix != nil {
+		r.fix.str(strs[num], v)
+	}
 	return ok
 }
 
@@ -202,12 +212,11 @@ func readType(r *fieldReader, in *interner) (*pbresource.Type, bool) {
 		s := pblayout.TypeStrings(t)
 		return t, readStrings(r, s[:])
 	}
-	var t pbresource.Type
-	s := pblayout.TypeStrings(&t)
-	if !readStrings(r, s[:]) {
+	k, ok := readKey(r, typeFields[:])
+	if !ok {
 		return nil, false
 	}
-	return in.typ([3]string{t.Group, t.GroupVersion, t.Kind}), true
+	return in.typ(k), true
 }
 
 // readTenancy reads a Tenancy, from in if there is one and into a message
@@ -218,12 +227,44 @@ func readTenancy(r *fieldReader, in *interner) (*pbresource.Tenancy, bool) {
 		s := pblayout.TenancyStrings(t)
 		return t, readStrings(r, s[:])
 	}
-	var t pbresource.Tenancy
-	s := pblayout.TenancyStrings(&t)
-	if !readStrings(r, s[:]) {
+	k, ok := readKey(r, tenancyFields[:])
+	if !ok {
 		return nil, false
 	}
-	return in.tenancy([2]string{t.Partition, t.Namespace}), true
+	return in.tenancy(k), true
+}
+
+// typeFields and tenancyFields tell the string fields of a Type and a
+// Tenancy by number (non-nil entries).
+var (
+	typeFields    = pblayout.TypeStrings(new(pbresource.Type))
+	tenancyFields = pblayout.TenancyStrings(new(pbresource.Tenancy))
+)
+
+// readKey reads a message of the string fields that fields marks, into an
+// array indexed by field number. The strings are views of the input.
+func readKey(parent *fieldReader, fields []*string) (key internKey, ok bool) {
+	r, ok := parent.sub()
+	if !ok {
+		return key, false
+	}
+	var seen uint8
+	for {
+		num, wt, more, bad := r.next()
+		if bad {
+			return key, false
+		}
+		if !more {
+			return key, true
+		}
+		if num < 1 || int(num) >= len(fields) || fields[num] == nil || wt != protowire.BytesType || seen&(1<<num) != 0 {
+			return key, false
+		}
+		seen |= 1 << num
+		if key[num], ok = r.str(); !ok {
+			return key, false
+		}
+	}
 }
 
 // readIDFields reads an ID into id, its Type and Tenancy into blk (whose
@@ -322,6 +363,10 @@ func readMetadata(parent *fieldReader, res *pbresource.Resource) bool {
 			return false
 		}
 	}
+	if parent.fix != nil {
+		parent.fix.metadata(res, k, v)
+		return true
+	}
 	if res.Metadata == nil {
 		res.Metadata = make(map[string]string, 4)
 	}
@@ -361,5 +406,8 @@ func readAny(parent *fieldReader, a *anypb.Any) bool {
 		// Share the caller's bytes; a full slice expression keeps appends
 		// from writing past the field.
 		a.Value = r.buf[start:end:end]
+		if r.fix != nil {
+			r.fix.value(&a.Value, a.Value)
+		}
 	}
 }

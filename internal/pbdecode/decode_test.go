@@ -115,7 +115,8 @@ func checkResource(t *testing.T, b []byte) bool {
 }
 
 // checkWatchEvent does what checkResource does for a WatchEvent decoded by
-// d.
+// d, and checks that the event keeps nothing of the bytes it was decoded
+// from.
 func checkWatchEvent(t *testing.T, d *Decoder, b []byte) bool {
 	t.Helper()
 	want := new(pbresource.WatchEvent)
@@ -123,6 +124,7 @@ func checkWatchEvent(t *testing.T, d *Decoder, b []byte) bool {
 	own := append([]byte(nil), b...)
 	got := new(pbresource.WatchEvent)
 	err := d.WatchEvent(own, got)
+	clear(own)
 	if (err != nil) != (wantErr != nil) {
 		t.Fatalf("WatchEvent error %v, proto.Unmarshal error %v, input %x", err, wantErr, b)
 	}

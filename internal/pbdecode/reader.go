@@ -8,12 +8,14 @@ import (
 
 // fieldReader walks the fields of one message. Strings are cut from s, the
 // whole encoding as a string; buf is the same bytes as []byte (offset base
-// into s).
+// into s). With fix set, s is a view of an input the caller reuses, and the
+// strings and bytes the decoded messages keep go through fix.
 type fieldReader struct {
 	s    string
 	buf  []byte
 	base int // offset of buf[0] in s
 	pos  int
+	fix  *fixups
 }
 
 // next returns the next field's number and type; more is false at the end,
@@ -58,7 +60,7 @@ func (r *fieldReader) sub() (fieldReader, bool) {
 	if !ok {
 		return fieldReader{}, false
 	}
-	return fieldReader{s: r.s, buf: r.buf[start:end], base: r.base + start}, true
+	return fieldReader{s: r.s, buf: r.buf[start:end], base: r.base + start, fix: r.fix}, true
 }
 
 // varint consumes a varint field.

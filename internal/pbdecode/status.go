@@ -42,6 +42,10 @@ func readStatus(parent *fieldReader, res *pbresource.Resource, in *interner) boo
 	if st == nil {
 		st = new(pbresource.Status)
 	}
+	if parent.fix != nil {
+		parent.fix.statusEntry(res, k, st)
+		return true
+	}
 	if res.Status == nil {
 		res.Status = make(map[string]*pbresource.Status, 2)
 	}
