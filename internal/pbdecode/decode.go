@@ -1,11 +1,13 @@
 // Package pbdecode decodes resources and watch events without the generic
 // protobuf machinery. The generic decoder makes some two dozen allocations
 // for a small resource; this one decodes the fields a resource has into one
-// internal/pblayout block whose strings all share one string, and hands
-// anything unusual to the generic decoder, so its results are always the
-// generic decoder's (decode_test.go checks that, with fuzz tests). The
-// field numbers, the Go fields they fill and the blocks come from
-// internal/pblayout.
+// internal/pblayout block (and one per status) whose strings all share one
+// allocation, and hands anything unusual to the generic decoder, so its
+// results are always the generic decoder's (decode_test.go checks that,
+// with fuzz tests). The field numbers, the Go fields they fill and the
+// blocks come from internal/pblayout. The etcd backend decodes stored
+// resources with Resource; a Manager's cache decodes remote WatchList
+// streams with Codec.
 package pbdecode
 
 import (
@@ -85,6 +87,9 @@ func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
 		ev.Event = &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{}}
 		return true
 	}
+	if num != pblayout.WatchEventUpsert && num != pblayout.WatchEventDelete {
+		return false
+	}
 	var res *pbresource.Resource
 	if len(sub.buf) > 0 {
 		num, typ, _, bad := sub.next()
@@ -100,13 +105,10 @@ func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
 		}
 	}
 	d.fix.finish()
-	switch num {
-	case pblayout.WatchEventUpsert:
+	if num == pblayout.WatchEventUpsert {
 		ev.Event = &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}
-	case pblayout.WatchEventDelete:
+	} else {
 		ev.Event = &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res}}
-	default:
-		return false
 	}
 	return true
 }
