@@ -303,3 +303,29 @@ func FuzzWatchEvent(f *testing.F) {
 		checkWatchEvent(t, &d, b)
 	})
 }
+
+// TestInternerIsBounded checks that past maxInterned distinct Types a
+// Decoder stops remembering them and still decodes every one right.
+func TestInternerIsBounded(t *testing.T) {
+	var d Decoder
+	for i := range maxInterned + 10 {
+		ev := &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: &pbresource.Resource{
+			Id: &pbresource.ID{Name: "n", Type: &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: fmt.Sprint("K", i)}},
+		}}}}
+		b, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := new(pbresource.WatchEvent)
+		if err := d.WatchEvent(b, got); err != nil {
+			t.Fatal(err)
+		}
+		clear(b)
+		if !proto.Equal(got, ev) {
+			t.Fatalf("decoded %v, want %v", got, ev)
+		}
+	}
+	if n := len(d.in.types); n != maxInterned {
+		t.Fatalf("the interner holds %d Types, want its bound %d", n, maxInterned)
+	}
+}
