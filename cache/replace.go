@@ -42,7 +42,8 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 
-	if tc.byID.len() == 0 && len(resources) > 0 {
+	first := tc.byID.len() == 0
+	if first && len(resources) > 0 {
 		// The first snapshot: make the maps their final size at once
 		// instead of growing them step by step.
 		counts := make(map[tenancyKey]int)
@@ -52,11 +53,19 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		}
 		tc.byID.presize(counts)
 	}
-	seen := make(map[idKey]struct{}, len(resources))
+	// Into an empty type nothing can be gone: no need to note what was seen.
+	var seen map[idKey]struct{}
 	var events []Event
+	if first {
+		events = make([]Event, 0, len(resources))
+	} else {
+		seen = make(map[idKey]struct{}, len(resources))
+	}
 	for _, res := range resources {
 		k := idKeyOf(res.Id)
-		seen[k] = struct{}{}
+		if !first {
+			seen[k] = struct{}{}
+		}
 		if prev, ok := tc.byID.get(k); ok && prev.res.Version == res.Version && prev.res.Id.Uid == res.Id.Uid {
 			continue // unchanged: keep the stored resource
 		}
@@ -65,6 +74,9 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 			return events, err
 		}
 		events = append(events, Event{Kind: Upserted, Resource: res, Old: old})
+	}
+	if first {
+		return events, nil
 	}
 	var gone []idKey
 	tc.byID.each(func(k idKey, _ *entry) bool {

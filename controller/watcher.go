@@ -12,9 +12,11 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -91,11 +93,14 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Events are immutable (see the resource package doc): the cache keeps
-	// what it receives without changing it and clones on read.
+	// what it receives without changing it and clones on read. So a remote
+	// stream's events can be decoded compactly, each resource in one block
+	// that shares its Type and Tenancy with the stream's others
+	// (internal/pbdecode); the in-process client ignores call options.
 	stream, err := w.Client.WatchList(ctx, &pbresource.WatchListRequest{
 		Type:    typ,
 		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
-	})
+	}, grpc.ForceCodecV2(pbdecode.NewCodec()))
 	if err != nil {
 		return false, err
 	}

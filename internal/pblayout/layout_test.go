@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/loomrt/loom/proto/pbresource"
 )
@@ -55,6 +56,35 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 			},
 		},
 		{
+			msg: &pbresource.Status{},
+			strings: func(m proto.Message) []*string {
+				s := StatusStrings(m.(*pbresource.Status))
+				return s[:]
+			},
+			others: map[protowire.Number]protoreflect.Name{StatusConditions: "conditions", StatusUpdatedAt: "updated_at"},
+		},
+		{
+			msg: &pbresource.Condition{},
+			strings: func(m proto.Message) []*string {
+				s := ConditionStrings(m.(*pbresource.Condition))
+				return s[:]
+			},
+			others: map[protowire.Number]protoreflect.Name{ConditionState: "state", ConditionResource: "resource"},
+		},
+		{
+			msg: &pbresource.Reference{},
+			strings: func(m proto.Message) []*string {
+				s := ReferenceStrings(m.(*pbresource.Reference))
+				return s[:]
+			},
+			others: map[protowire.Number]protoreflect.Name{ReferenceType: "type", ReferenceTenancy: "tenancy"},
+		},
+		{
+			msg:     &timestamppb.Timestamp{},
+			strings: func(proto.Message) []*string { return nil },
+			others:  map[protowire.Number]protoreflect.Name{TimestampSeconds: "seconds", TimestampNanos: "nanos"},
+		},
+		{
 			msg: &anypb.Any{},
 			strings: func(m proto.Message) []*string {
 				s := AnyStrings(m.(*anypb.Any))
@@ -101,6 +131,23 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 				}
 			}
 		})
+	}
+	events := (&pbresource.WatchEvent{}).ProtoReflect().Descriptor().Fields()
+	for num, name := range map[protowire.Number]protoreflect.Name{
+		WatchEventUpsert: "upsert", WatchEventDelete: "delete", WatchEventEndOfSnapshot: "end_of_snapshot",
+	} {
+		if fd := events.ByNumber(num); fd == nil || fd.Name() != name {
+			t.Errorf("WatchEvent field %d is not %s", num, name)
+		}
+	}
+	if n := events.Len(); n != 3 {
+		t.Errorf("WatchEvent has %d fields, want the 3 described", n)
+	}
+	for _, name := range []protoreflect.Name{"upsert", "delete"} {
+		ev := events.ByName(name).Message().Fields()
+		if fd := ev.ByNumber(EventResource); ev.Len() != 1 || fd == nil || fd.Name() != "resource" {
+			t.Errorf("WatchEvent.%s is not one field resource = %d", name, EventResource)
+		}
 	}
 	for num, name := range map[protowire.Number]protoreflect.Name{MapKey: "key", MapValue: "value"} {
 		entry := (&pbresource.Resource{}).ProtoReflect().Descriptor().Fields().ByName("metadata").Message()

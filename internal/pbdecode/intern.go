@@ -1,0 +1,68 @@
+package pbdecode
+
+import (
+	"strings"
+
+	"github.com/loomrt/loom/internal/pblayout"
+	"github.com/loomrt/loom/proto/pbresource"
+)
+
+// maxInterned bounds how many distinct Types and Tenancies an interner
+// keeps; beyond it, resources get their own.
+const maxInterned = 4096
+
+// interner hands out one Type message per distinct Type and one Tenancy
+// per distinct Tenancy, with its own copies of the strings. The messages it
+// returns are shared and must never change (cached resources are
+// immutable, see the resource package doc). The Decoder's lock guards it.
+type interner struct {
+	types     map[internKey]*pbresource.Type
+	tenancies map[internKey]*pbresource.Tenancy
+}
+
+// internKey holds a Type's or a Tenancy's strings by field number.
+type internKey [4]string
+
+func (in *interner) typ(k internKey) *pbresource.Type {
+	if t, ok := in.types[k]; ok {
+		return t
+	}
+	t := new(pbresource.Type)
+	fields := pblayout.TypeStrings(t)
+	k = cloneKey(k, fields[:])
+	if in.types == nil {
+		in.types = make(map[internKey]*pbresource.Type)
+	}
+	if len(in.types) < maxInterned {
+		in.types[k] = t
+	}
+	return t
+}
+
+func (in *interner) tenancy(k internKey) *pbresource.Tenancy {
+	if t, ok := in.tenancies[k]; ok {
+		return t
+	}
+	t := new(pbresource.Tenancy)
+	fields := pblayout.TenancyStrings(t)
+	k = cloneKey(k, fields[:])
+	if in.tenancies == nil {
+		in.tenancies = make(map[internKey]*pbresource.Tenancy)
+	}
+	if len(in.tenancies) < maxInterned {
+		in.tenancies[k] = t
+	}
+	return t
+}
+
+// cloneKey copies k's strings (views of an input) and sets the fields dst
+// points at (a pblayout table) to them; it returns the copied key.
+func cloneKey(k internKey, dst []*string) internKey {
+	for i, p := range dst {
+		k[i] = strings.Clone(k[i])
+		if p != nil {
+			*p = k[i]
+		}
+	}
+	return k
+}
