@@ -54,22 +54,26 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 )
 
-// DefaultWatchBufferSize is the number of changes a watch may hold for its
-// consumer before it is ended with storage.ErrWatchTooSlow, unless New is
-// given WithWatchBufferSize. The consumer takes everything buffered at once
-// when it has handed out what it took before, so a watch holds at most twice
-// this many events. Buffers grow on demand and hold only pointers to events
-// shared by all watches, 8 bytes a slot: the default costs at most about
-// 2 MB for a watcher that has stalled completely, and lets a controller's
-// cache ride out a burst of its own status writes (a controller reconciling
-// 100,000 resources at start-up writes that many) without being cut off and
-// re-priming.
-const DefaultWatchBufferSize = 131072
+// DefaultWatchLogEvents is how many changes the event log keeps, unless New
+// is given WithWatchLogEvents: how far (in changes of any type) a watch may
+// fall behind before it is ended with storage.ErrWatchTooSlow, and how far
+// back a watch may resume. The log's slots cost 8 bytes each (1 MB); the
+// entries keep their events and the resources they replaced alive, within
+// DefaultWatchLogBytes. It lets a controller's cache ride out a burst of its
+// own status writes (a controller reconciling 100,000 resources at start-up
+// writes that many) without being cut off and re-priming.
+const DefaultWatchLogEvents = 131072
+
+// DefaultWatchLogBytes bounds the estimated memory the event log's entries
+// keep alive, unless New is given WithWatchLogBytes: 64 MiB.
+const DefaultWatchLogBytes = 64 << 20
 
 // errInvalidID is returned for a resource or ID without a name key the store
 // can use (nil ID or nil type).
@@ -78,22 +82,43 @@ var errInvalidID = errors.New("inmem: resource id and its type are required")
 // Option configures a Backend in New.
 type Option func(*Backend)
 
-// WithWatchBufferSize sets how many changes each watch may hold for its
-// consumer before it is ended with storage.ErrWatchTooSlow (see
-// DefaultWatchBufferSize). Values below 1 are treated as 1.
-func WithWatchBufferSize(n int) Option {
+// WithWatchLogEvents sets how many changes the event log keeps (see
+// DefaultWatchLogEvents), rounded up to a power of two. Values below 1 are
+// treated as 1.
+func WithWatchLogEvents(n int) Option {
 	return func(b *Backend) {
-		b.watchBuffer = max(n, 1)
+		b.logEvents = max(n, 1)
 	}
 }
+
+// WithWatchLogBytes bounds the estimated bytes the event log's entries keep
+// alive (see DefaultWatchLogBytes): the oldest are dropped beyond it. An
+// entry is estimated at its resource's encoded size plus a fixed overhead;
+// the newest entry is always kept. Values below 1 are treated as 1.
+func WithWatchLogBytes(n int64) Option {
+	return func(b *Backend) {
+		b.logBytes = max(n, 1)
+	}
+}
+
+// WithWatchBufferSize is WithWatchLogEvents, its name from when each watch
+// had a buffer of its own.
+func WithWatchBufferSize(n int) Option { return WithWatchLogEvents(n) }
 
 // Backend is an in-memory storage.Backend. It is safe for concurrent use. The
 // zero value is not usable; call New.
 type Backend struct {
-	watchBuffer int
+	logEvents int
+	logBytes  int64
 
 	// dropped counts the watches ended for falling behind (WatchStats).
 	dropped atomic.Uint64
+	// reaping is set while a reap runs (see reap).
+	reaping atomic.Bool
+
+	// log is the change feed the watches read; writers append to it under
+	// mu, watches read it without locks.
+	log *eventLog
 
 	// mu guards everything below. Writers hold it exclusively, readers
 	// shared.
@@ -107,26 +132,33 @@ type Backend struct {
 	// owned maps an owner (with Uid) to the entries it owns.
 	owned map[ownerKey]map[*entry]struct{}
 
-	// watchMu guards watches against concurrent WatchList and Close calls,
-	// which hold mu shared. Writers hold mu exclusively and need not take
-	// watchMu.
+	// watchMu guards feeds and watches against concurrent WatchList and
+	// Close calls, which hold mu shared at most. Writers hold mu
+	// exclusively and need not take watchMu to read feeds.
 	watchMu sync.Mutex
-	watches map[storage.UnversionedType][]*watch
+	feeds   map[storage.UnversionedType]*feed
+	watches map[*watch]struct{} // the open watches, for WatchStats
 }
 
-var _ storage.Backend = (*Backend)(nil)
+var (
+	_ storage.Backend          = (*Backend)(nil)
+	_ storage.ResumableBackend = (*Backend)(nil)
+)
 
 // New returns an empty Backend ready for use.
 func New(opts ...Option) *Backend {
 	b := &Backend{
-		watchBuffer: DefaultWatchBufferSize,
-		types:       make(map[storage.UnversionedType]*typeIndex),
-		owned:       make(map[ownerKey]map[*entry]struct{}),
-		watches:     make(map[storage.UnversionedType][]*watch),
+		logEvents: DefaultWatchLogEvents,
+		logBytes:  DefaultWatchLogBytes,
+		types:     make(map[storage.UnversionedType]*typeIndex),
+		owned:     make(map[ownerKey]map[*entry]struct{}),
+		feeds:     make(map[storage.UnversionedType]*feed),
+		watches:   make(map[*watch]struct{}),
 	}
 	for _, opt := range opts {
 		opt(b)
 	}
+	b.log = newEventLog(b.logEvents, b.logBytes)
 	return b
 }
 
@@ -169,6 +201,7 @@ type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
 	res     *pbresource.Resource
+	size    int64 // res's encoded size, for the event log's byte bound
 	removed bool
 }
 
@@ -216,6 +249,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	// shared, not copied; a stored resource that changed meanwhile only
 	// makes the copy share less, and the version check below refuses it.
 	stored := resource.CloneSharing(res, b.current(typ, key))
+	size := int64(proto.Size(stored))
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -241,7 +275,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 		stored.Id.Uid = e.res.Id.GetUid()
 	}
 
-	b.store(ti, typ, key, e, stored)
+	b.store(ti, typ, key, e, stored, size)
 	return stored, nil
 }
 
@@ -271,19 +305,19 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 // store commits stored, the new form of e (nil when created), at the next
 // revision: it updates the indexes and publishes the change. The caller
 // holds mu exclusively and has checked the write.
-func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource) {
+func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 
 	if e == nil {
-		e = &entry{key: key, res: stored}
+		e = &entry{key: key, res: stored, size: size}
 		ti.insert(e)
 		if stored.Owner != nil {
 			b.addOwned(ownerKeyOf(stored.Owner), e)
 		}
 	} else {
 		old := e.res
-		e.res = stored
+		e.res, e.size = stored, size
 		if old.Owner != nil || stored.Owner != nil {
 			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
 				if old.Owner != nil {
@@ -296,7 +330,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
-	b.publish(typ, key, stored, false)
+	b.publish(typ, key, stored, size, false)
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -361,7 +395,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(typ, key, e.res, true)
+	b.publish(typ, key, e.res, e.size, true)
 	return nil
 }
 
@@ -377,7 +411,7 @@ func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	} else if ti.byKey[key] != nil {
 		return
 	}
-	b.store(ti, typ, key, nil, tomb)
+	b.store(ti, typ, key, nil, tomb, int64(proto.Size(tomb)))
 }
 
 // List returns the stored resources of resType in tenancy (fields may be
@@ -468,4 +502,25 @@ func (f *filter) matches(k rkey) bool {
 	return (f.partition == storage.Wildcard || f.partition == k.partition) &&
 		(f.namespace == storage.Wildcard || f.namespace == k.namespace) &&
 		len(k.name) >= len(f.prefix) && k.name[:len(f.prefix)] == f.prefix
+}
+
+// publish appends the change at the current revision to the event log and
+// wakes the watches of typ. The caller holds mu exclusively. One event is
+// allocated and shared by all watches.
+func (b *Backend) publish(typ storage.UnversionedType, key rkey, res *pbresource.Resource, size int64, deleted bool) {
+	f := b.feeds[typ]
+	if f == nil {
+		f = new(feed)
+		b.feeds[typ] = f
+	}
+	e := newEntry(b.revision, typ, key, res, size, deleted)
+	e.prev = f.last.Load()
+	b.log.append(e)
+	// After the append and before any later one can drop e (see
+	// watch.skipGap).
+	f.last.Store(e.rev)
+	f.wake()
+	if e.rev%reapEvery == 0 && b.reaping.CompareAndSwap(false, true) {
+		go b.reap()
+	}
 }

@@ -25,13 +25,9 @@ func testResource(name string) *pbresource.Resource {
 }
 
 func (b *Backend) watchCount() int {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	n := 0
-	for _, ws := range b.watches {
-		n += len(ws)
-	}
-	return n
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	return len(b.watches)
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -40,19 +36,19 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestTooSlowWithSmallBuffer(t *testing.T) {
+func TestTooSlowWithSmallLog(t *testing.T) {
 	ctx := ctxT(t)
-	b := New(WithWatchBufferSize(3))
+	b := New(WithWatchLogEvents(4))
 	w, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
 	require.NoError(t, err)
 	other, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
 	require.NoError(t, err)
 	defer other.Close()
 
-	for i := range 3 {
+	for i := range 4 {
 		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
 		require.NoError(t, err)
-		// Keep the other watch drained so only w overflows.
+		// Keep the other watch drained so only w falls behind.
 		if i == 0 {
 			ev, err := other.Next(ctx)
 			require.NoError(t, err)
@@ -63,14 +59,15 @@ func TestTooSlowWithSmallBuffer(t *testing.T) {
 	}
 	require.Equal(t, 2, b.watchCount())
 
-	// The fourth change overflows w's buffer of three: w is dropped at once.
-	_, err = b.WriteCAS(ctx, testResource("r3"))
+	// The fifth change drops the first from the log of four, which w has
+	// not read.
+	_, err = b.WriteCAS(ctx, testResource("r4"))
 	require.NoError(t, err)
-	require.Equal(t, 1, b.watchCount())
 
-	// Too slow is reported before anything buffered, even the snapshot's end.
+	// Too slow is reported before anything else, even the snapshot's end.
 	_, err = w.Next(ctx)
 	require.ErrorIs(t, err, storage.ErrWatchTooSlow)
+	require.Equal(t, 1, b.watchCount())
 	_, err = w.Next(ctx)
 	require.ErrorIs(t, err, storage.ErrWatchTooSlow)
 	w.Close()
@@ -79,7 +76,59 @@ func TestTooSlowWithSmallBuffer(t *testing.T) {
 
 	ev, err := other.Next(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "r3", ev.GetUpsert().GetResource().GetId().GetName())
+	require.Equal(t, "r4", ev.GetUpsert().GetResource().GetId().GetName())
+}
+
+// TestQuietTypeSurvivesLogWrap: a watch of a type nobody writes is not
+// ended when other types' changes wrap the log around it.
+func TestQuietTypeSurvivesLogWrap(t *testing.T) {
+	ctx := ctxT(t)
+	b := New(WithWatchLogEvents(4))
+	quiet := storage.UnversionedType{Group: "demo", Kind: "Quiet"}
+	w, err := b.WatchList(ctx, quiet, allTenancy, "")
+	require.NoError(t, err)
+	defer w.Close()
+	ev, err := w.Next(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, ev.GetEndOfSnapshot())
+	for i := range 20 {
+		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
+		require.NoError(t, err)
+	}
+	q := testResource("q")
+	q.Id.Type = &pbresource.Type{Group: "demo", GroupVersion: "v1", Kind: "Quiet"}
+	_, err = b.WriteCAS(ctx, q)
+	require.NoError(t, err)
+	ev, err = w.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "q", ev.GetUpsert().GetResource().GetId().GetName())
+}
+
+// TestReapReleasesStalledWatch: a watch nobody reads is ended by the
+// writers' reap once the log has left it behind, letting go of its
+// snapshot without a call to Next.
+func TestReapReleasesStalledWatch(t *testing.T) {
+	ctx := ctxT(t)
+	b := New(WithWatchLogEvents(16))
+	for i := range 10 {
+		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("s", i)))
+		require.NoError(t, err)
+	}
+	w, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
+	require.NoError(t, err)
+	defer w.Close()
+	require.Len(t, w.(*watch).snapshot, 10)
+	for i := range 2 * reapEvery {
+		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return b.WatchStats().Dropped == 1 }, 10*time.Second, time.Millisecond)
+	iw := w.(*watch)
+	iw.mu.Lock()
+	require.Nil(t, iw.snapshot)
+	iw.mu.Unlock()
+	_, err = w.Next(ctx)
+	require.ErrorIs(t, err, storage.ErrWatchTooSlow)
 }
 
 func TestCloseUnregisters(t *testing.T) {
