@@ -33,6 +33,7 @@ type envConfig struct {
 	acl         func(context.Context) (resource.Authorizer, error)
 	watchBuffer int
 	wrap        func(storage.Backend) storage.Backend
+	bookmark    time.Duration
 }
 
 type envOption func(*envConfig)
@@ -43,6 +44,10 @@ func withACL(resolver func(context.Context) (resource.Authorizer, error)) envOpt
 
 func withWatchBuffer(n int) envOption {
 	return func(c *envConfig) { c.watchBuffer = n }
+}
+
+func withBookmarkInterval(d time.Duration) envOption {
+	return func(c *envConfig) { c.bookmark = d }
 }
 
 func withBackendWrapper(wrap func(storage.Backend) storage.Backend) envOption {
@@ -66,7 +71,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	}
 	reg := resource.NewRegistry()
 	require.NoError(t, foo.RegisterTypes(reg))
-	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl})
+	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl, WatchBookmarkInterval: ec.bookmark})
 	return &testEnv{backend: b, registry: reg, server: s, client: NewInProcessClient(s)}
 }
 
