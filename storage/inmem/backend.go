@@ -23,20 +23,30 @@
 //
 // # Watches
 //
-// WatchList takes its snapshot and registers the watch under the store lock,
-// so no change falls between the snapshot and the first delta, and none is
-// reported twice. Each change allocates one event, shared by every watch it
-// matches. A watch buffers the changes its consumer has not taken yet, up to
-// a bound (see WithWatchBufferSize); a writer never waits for a watch. When a
-// change finds a watch's buffer full, the watch is dropped from the fan-out
-// and its next call to Next returns storage.ErrWatchTooSlow at once,
-// discarding what was still buffered: the consumer has to start a new
-// WatchList anyway, and its snapshot replaces everything the old watch would
-// have said.
+// Every change goes into one event log shared by all watches: a ring of
+// immutable entries, one per revision, each holding the change's event,
+// which every watch it matches hands out as it is. Writers append under the
+// store lock in O(1), whatever the number of watches, and wake only the
+// watches of the changed type that wait; they never wait for a watch. A
+// watch is a cursor into the log (a revision) plus its filter: it reads the
+// log without locks and skips what does not match, so it holds no events of
+// its own. The log keeps the latest changes within a count and a byte bound
+// (WithWatchLogEvents, WithWatchLogBytes); a watch whose next change was
+// dropped before it read it ends with storage.ErrWatchTooSlow. A watch of a
+// type whose changes were not dropped (only other types' were) just skips
+// the gap.
 //
-// WatchStats counts the open watches, what they buffer and how many were
-// dropped, for metrics; it is read when asked, so the fan-out pays nothing
-// for it but an atomic add per dropped watch.
+// WatchList takes its snapshot and places the cursor under the store lock,
+// so no change falls between the snapshot and the first delta, and none is
+// reported twice. WatchListSince places the cursor after a version instead
+// (storage.ResumableBackend) when the log still has every change of the
+// type since, and sends bookmarks (the cursor's revision) to an idle watch.
+// A watch that has stalled is ended by a reap that writers start every 1,024
+// changes in a goroutine of its own, so it lets go of a snapshot it has not
+// handed out without waiting for its consumer.
+//
+// WatchStats counts the open watches, how far behind they are and how many
+// were dropped, for metrics; it is read when asked.
 //
 // # Fences
 //
@@ -513,12 +523,8 @@ func (b *Backend) publish(typ storage.UnversionedType, key rkey, res *pbresource
 		f = new(feed)
 		b.feeds[typ] = f
 	}
-	e := newEntry(b.revision, typ, key, res, size, deleted)
-	e.prev = f.last.Load()
+	e := newEntry(b.revision, typ, f, key, res, size, deleted)
 	b.log.append(e)
-	// After the append and before any later one can drop e (see
-	// watch.skipGap).
-	f.last.Store(e.rev)
 	f.wake()
 	if e.rev%reapEvery == 0 && b.reaping.CompareAndSwap(false, true) {
 		go b.reap()

@@ -95,13 +95,40 @@ func TestQuietTypeSurvivesLogWrap(t *testing.T) {
 		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
 		require.NoError(t, err)
 	}
+	// Resuming from far behind the log's tail is exact while the log has
+	// dropped nothing of the type.
+	early, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: "1"})
+	require.NoError(t, err)
+	defer early.Close()
+
 	q := testResource("q")
 	q.Id.Type = &pbresource.Type{Group: "demo", GroupVersion: "v1", Kind: "Quiet"}
-	_, err = b.WriteCAS(ctx, q)
+	q, err = b.WriteCAS(ctx, q)
 	require.NoError(t, err)
-	ev, err = w.Next(ctx)
+	for _, w := range []storage.Watch{w, early} {
+		ev, err = w.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, q.Version, ev.GetUpsert().GetResource().GetVersion(), "got %v", ev)
+	}
+
+	// Once q is dropped, a version before it is too old; q's is not.
+	for i := range 20 {
+		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("s", i)))
+		require.NoError(t, err)
+	}
+	old, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: "1"})
 	require.NoError(t, err)
-	require.Equal(t, "q", ev.GetUpsert().GetResource().GetId().GetName())
+	defer old.Close()
+	ev, err = old.Next(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, ev.GetNewSnapshot(), "got %v", ev)
+	fromQ, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: q.Version})
+	require.NoError(t, err)
+	defer fromQ.Close()
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err = fromQ.Next(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "resumed, with nothing to say")
 }
 
 // TestReapReleasesStalledWatch: a watch nobody reads is ended by the

@@ -48,11 +48,22 @@ func (b *Backend) WatchListSince(_ context.Context, resType storage.UnversionedT
 	// calls, which also hold mu only shared.
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	b.watchMu.Lock()
+	f := b.feeds[resType]
+	if f == nil {
+		f = new(feed)
+		b.feeds[resType] = f
+	}
+	b.watchMu.Unlock()
+	w.feed = f
 	if opts.SinceVersion != "" {
 		if since > b.revision {
 			return nil, fmt.Errorf("%w: since version %d, store version %d", storage.ErrFutureVersion, since, b.revision)
 		}
-		if since+1 >= b.log.tail.Load() {
+		// The log has every change of the type after since if it has
+		// every change after since, or has dropped none of the type's
+		// after it (the watch then skips what it lacks, see skipGap).
+		if since+1 >= b.log.tail.Load() || f.dropped.Load() <= since {
 			w.sentEOS = true
 		} else {
 			w.newSnapshot = true
@@ -73,12 +84,6 @@ func (b *Backend) WatchListSince(_ context.Context, resType storage.UnversionedT
 	w.pos.Store(w.lastRev + 1)
 
 	b.watchMu.Lock()
-	f := b.feeds[resType]
-	if f == nil {
-		f = new(feed)
-		b.feeds[resType] = f
-	}
-	w.feed = f
 	b.watches[w] = struct{}{}
 	b.watchMu.Unlock()
 	return w, nil
@@ -282,25 +287,16 @@ func stopTimer(t *time.Timer) {
 // skipGap is called when the log no longer holds the entry at pos: it
 // moves pos past the dropped entries if none of them is of the watch's type
 // (a watch of a quiet type is not woken by other types' changes, so the log
-// may move on under it), and reports whether it could. It follows the
-// chain of the type's entries back from the latest; the caller holds mu.
+// may move on under it), and reports whether it could. The caller holds mu.
 func (w *watch) skipGap() bool {
 	l := w.b.log
 	pos := w.pos.Load()
-	// The feed's latest revision is set after each entry is published and
-	// before the tail can move past it, so loading tail first makes the
-	// chain cover every entry of the type below it.
+	// The log records a drop in the type's feed before it moves the tail
+	// past it, so loading the tail first makes dropped cover every entry
+	// of the type below it.
 	t := l.tail.Load()
-	x := w.feed.last.Load()
-	for x >= pos {
-		if x < t {
-			return false // an entry of the type was dropped
-		}
-		e := l.entry(x)
-		if e == nil {
-			return false // dropped meanwhile, so below the tail now
-		}
-		x = e.prev
+	if w.feed.dropped.Load() >= pos {
+		return false // an entry of the type was dropped before it was read
 	}
 	if t > pos {
 		w.pos.Store(t)
