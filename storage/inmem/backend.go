@@ -74,14 +74,16 @@ import (
 // fall behind before it is ended with storage.ErrWatchTooSlow, and how far
 // back a watch may resume. The log's slots cost 8 bytes each (1 MB); the
 // entries keep their events and the resources they replaced alive, within
-// DefaultWatchLogBytes. It lets a controller's cache ride out a burst of its
-// own status writes (a controller reconciling 100,000 resources at start-up
-// writes that many) without being cut off and re-priming.
+// DefaultWatchLogBytes, which is the bound that binds first for small
+// resources.
 const DefaultWatchLogEvents = 131072
 
 // DefaultWatchLogBytes bounds the estimated memory the event log's entries
-// keep alive, unless New is given WithWatchLogBytes: 64 MiB.
-const DefaultWatchLogBytes = 64 << 20
+// keep alive, unless New is given WithWatchLogBytes: 32 MiB, about 33,000
+// changes of small resources (about 1 KB each with their entry), so that
+// the log and the garbage collector's headroom for it stay well under
+// 100 MB of RSS.
+const DefaultWatchLogBytes = 32 << 20
 
 // errInvalidID is returned for a resource or ID without a name key the store
 // can use (nil ID or nil type).
