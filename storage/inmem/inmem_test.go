@@ -3,6 +3,7 @@ package inmem
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -246,4 +247,45 @@ func TestInvalidIDs(t *testing.T) {
 	require.Error(t, b.DeleteCAS(ctx, nil, ""))
 	_, err = b.OwnerReferences(ctx, nil)
 	require.Error(t, err)
+}
+
+// TestStalledWatchesHoldNoMemory: watches that stopped reading hold no
+// events of their own: a thousand of them, through more changes than the
+// log keeps, cost no more than their small structs. (Not parallel: it
+// measures the heap.)
+func TestStalledWatchesHoldNoMemory(t *testing.T) {
+	const (
+		watches = 1000
+		writes  = 5000
+	)
+	heapAfter := func(n int) uint64 {
+		ctx := context.Background()
+		b := New(WithWatchLogEvents(1024))
+		ws := make([]storage.Watch, n)
+		for i := range ws {
+			w, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
+			require.NoError(t, err)
+			ev, err := w.Next(ctx)
+			require.NoError(t, err)
+			require.NotNil(t, ev.GetEndOfSnapshot())
+			ws[i] = w
+		}
+		for i := range writes {
+			_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
+			require.NoError(t, err)
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		runtime.KeepAlive(ws)
+		runtime.KeepAlive(b)
+		return ms.HeapAlloc
+	}
+	without := heapAfter(0)
+	with := heapAfter(watches)
+	t.Logf("heap with %d stalled watches: %+d bytes", watches, int64(with)-int64(without))
+	// A watch is a few hundred bytes; buffering even one pointer per change
+	// per watch would be 40 MB.
+	require.Less(t, int64(with)-int64(without), int64(2<<20),
+		"%d stalled watches grew the heap by %d bytes", watches, int64(with)-int64(without))
 }
