@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/storage/inmem"
 )
 
 const (
@@ -76,6 +77,7 @@ type config struct {
 	logJSON         bool
 	shutdownTimeout time.Duration
 	maxResource     int
+	watchLogBytes   int64
 	reflection      bool
 	etcd            etcdFlags
 
@@ -125,6 +127,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
 		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
 	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off)")
+	fs.Int64Var(&f.watchLogBytes, "watch-log-bytes", inmem.DefaultWatchLogBytes,
+		"`bytes` of recent changes the in-memory store keeps for its watches: a watch further behind is ended (Aborted), and a resume from further back gets a fresh snapshot")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
@@ -167,6 +171,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	if f.maxResource <= 0 {
 		return f, usagef("-max-resource-bytes must be positive")
 	}
+	if f.watchLogBytes <= 0 {
+		return f, usagef("-watch-log-bytes must be positive")
+	}
 	if f.reloadInterval <= 0 {
 		return f, usagef("-reload-interval must be positive")
 	}
@@ -195,6 +202,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		if f.dev {
 			return f, usagef("-dev runs on in-memory storage; leave it out with -storage etcd")
 		}
+		if isSet(fs, "watch-log-bytes") {
+			return f, usagef("-watch-log-bytes is for the in-memory store (-dev)")
+		}
 		if err := f.etcd.check(); err != nil {
 			return f, err
 		}
@@ -202,4 +212,11 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		return f, usagef("unknown -storage %q (want inmem or etcd)", f.storage)
 	}
 	return f, nil
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -206,7 +206,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		}
 		backend, lease, closeFn = st.backend, st.lease, st.close
 	default:
-		backend = inmem.New()
+		backend = inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes))
 	}
 	defer closeFn()
 

@@ -34,6 +34,7 @@ type envConfig struct {
 	acl         func(context.Context) (resource.Authorizer, error)
 	watchBuffer int
 	wrap        func(storage.Backend) storage.Backend
+	bookmark    time.Duration
 	logger      hclog.Logger
 }
 
@@ -45,6 +46,10 @@ func withACL(resolver func(context.Context) (resource.Authorizer, error)) envOpt
 
 func withWatchBuffer(n int) envOption {
 	return func(c *envConfig) { c.watchBuffer = n }
+}
+
+func withBookmarkInterval(d time.Duration) envOption {
+	return func(c *envConfig) { c.bookmark = d }
 }
 
 func withLogger(l hclog.Logger) envOption {
@@ -72,7 +77,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	}
 	reg := resource.NewRegistry()
 	require.NoError(t, foo.RegisterTypes(reg))
-	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl, Logger: ec.logger})
+	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl, WatchBookmarkInterval: ec.bookmark, Logger: ec.logger})
 	return &testEnv{backend: b, registry: reg, server: s, client: NewInProcessClient(s)}
 }
 

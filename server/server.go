@@ -131,6 +131,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -174,7 +175,17 @@ type Config struct {
 	// default) and, on etcd, under etcd's --max-request-bytes (1.5 MiB by
 	// default). New panics if it is negative.
 	MaxResourceBytes int
+
+	// WatchBookmarkInterval is how long a WatchList stream that asked for
+	// bookmarks stays idle before it is sent one. Zero means
+	// DefaultWatchBookmarkInterval. New panics if it is negative.
+	WatchBookmarkInterval time.Duration
 }
+
+// DefaultWatchBookmarkInterval is the idle time after which a WatchList
+// stream that asked for bookmarks gets one, unless
+// Config.WatchBookmarkInterval says otherwise: a minute, as in Kubernetes.
+const DefaultWatchBookmarkInterval = time.Minute
 
 // Server implements pbresource.ResourceServiceServer.
 type Server struct {
@@ -185,6 +196,7 @@ type Server struct {
 	logger   hclog.Logger
 	resolve  func(ctx context.Context) (resource.Authorizer, error)
 	encoded  *encodedEvents // see watch_encode.go
+	bookmark time.Duration  // see Config.WatchBookmarkInterval
 	limits   limits         // see limits.go
 
 	// shuttingDown ends when Shutdown is called; every WatchList's
@@ -206,6 +218,12 @@ func New(cfg Config) *Server {
 	if cfg.MaxResourceBytes < 0 {
 		panic("server.New: Config.MaxResourceBytes must not be negative")
 	}
+	if cfg.WatchBookmarkInterval < 0 {
+		panic("server.New: Config.WatchBookmarkInterval must not be negative")
+	}
+	if cfg.WatchBookmarkInterval == 0 {
+		cfg.WatchBookmarkInterval = DefaultWatchBookmarkInterval
+	}
 	s := &Server{
 		backend:  cfg.Backend,
 		registry: cfg.Registry,
@@ -213,6 +231,7 @@ func New(cfg Config) *Server {
 		resolve:  cfg.ACLResolver,
 		encoded:  newEncodedEvents(),
 		limits:   newLimits(cfg.MaxResourceBytes),
+		bookmark: cfg.WatchBookmarkInterval,
 	}
 	s.shuttingDown, s.shutdown = context.WithCancel(context.Background())
 	if s.registry == nil {
@@ -333,6 +352,10 @@ func storageError(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, storage.ErrTooLarge):
 		return status.Errorf(codes.InvalidArgument, "resource: too large to store (%v); see server.Config.MaxResourceBytes", err)
+	case errors.Is(err, storage.ErrInvalidVersion):
+		return invalidField("since_version", "%v", err)
+	case errors.Is(err, storage.ErrFutureVersion):
+		return status.Errorf(codes.OutOfRange, "since_version: %v; this store never issued it (did the server restart?): watch without since_version", err)
 	case errors.Is(err, storage.ErrWatchTooSlow):
 		return status.Error(codes.Aborted, "the watch could not keep up with the rate of changes and was ended; start a new WatchList")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

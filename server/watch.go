@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -17,9 +18,16 @@ import (
 // EndOfSnapshot, then an Upsert or Delete per change in commit order. Events
 // about resources the caller may not read are skipped. A stream that cannot
 // keep up ends with Aborted; the caller should watch again and treat the new
-// snapshot as the truth. Sending never blocks writers: the backend buffers
-// each watch separately, within bounds. After Shutdown, the stream ends with
-// ErrShuttingDown.
+// snapshot as the truth. Sending never blocks writers. After Shutdown, the
+// stream ends with ErrShuttingDown.
+//
+// With since_version, the stream resumes after that version: only the
+// changes after it when the backend still has them (a
+// storage.ResumableBackend), else NewSnapshot then the snapshot as above.
+// With bookmarks, an idle stream gets a Bookmark every
+// Config.WatchBookmarkInterval, when the backend can tell its position.
+// A since_version that is not a number is InvalidArgument, one ahead of the
+// store OutOfRange; nothing is sent then. See the proto's comments.
 func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) error {
 	streamCtx := stream.Context()
 	if s.shuttingDown.Err() != nil {
@@ -44,16 +52,22 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	if err := aclError(reg.AuthorizeList(authz, tenancy)); err != nil {
 		return s.fail("WatchList", nil, err)
 	}
-	w, err := s.backend.WatchList(ctx, storage.UnversionedTypeFrom(req.Type), tenancy, req.NamePrefix)
+	if v := req.SinceVersion; v != "" {
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return s.fail("WatchList", nil, invalidField("since_version", "%q is not a version (a decimal number)", resource.Truncate(v)))
+		}
+	}
+	w, resumed, err := s.openWatch(ctx, req, tenancy)
 	if err != nil {
 		return s.fail("WatchList", nil, storageError(err))
 	}
 	defer w.Close()
 
-	// After the snapshot, the backend's events may be shared with other
-	// watches; over gRPC, the codec of ServerOptions then marshals each
-	// once for all streams (see watch_encode.go).
-	mark, deltas := s.marksEvents(stream), false
+	// After the snapshot (or from the start of a resumed stream), the
+	// backend's events may be shared with other watches; over gRPC, the
+	// codec of ServerOptions then marshals each once for all streams (see
+	// watch_encode.go).
+	mark, deltas := s.marksEvents(stream), resumed
 	for {
 		ev, err := w.Next(ctx)
 		if err == nil {
@@ -79,10 +93,15 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 				return s.fail("WatchList", res.Id, aclError(err))
 			}
 		}
-		if ev.GetEndOfSnapshot() != nil {
+		switch ev.Event.(type) {
+		case *pbresource.WatchEvent_EndOfSnapshot_:
 			deltas = true
-		} else if mark && deltas {
-			s.encoded.mark(ev)
+		case *pbresource.WatchEvent_NewSnapshot_:
+			deltas = false
+		case *pbresource.WatchEvent_Upsert_, *pbresource.WatchEvent_Delete_:
+			if mark && deltas {
+				s.encoded.mark(ev)
+			}
 		}
 		if err := stream.Send(ev); err != nil {
 			return err
@@ -99,4 +118,47 @@ func eventResource(ev *pbresource.WatchEvent) *pbresource.Resource {
 		return e.Delete.GetResource()
 	}
 	return nil
+}
+
+// openWatch opens the backend's watch for req. resumed reports whether it
+// may start with changes rather than a snapshot (a resume that can fall
+// back to one starts with NewSnapshot). A backend that cannot resume gets a
+// plain watch, which the stream starts with NewSnapshot when req asked to
+// resume; it sends no bookmarks.
+func (s *Server) openWatch(ctx context.Context, req *pbresource.WatchListRequest, tenancy *pbresource.Tenancy) (w storage.Watch, resumed bool, err error) {
+	typ := storage.UnversionedTypeFrom(req.Type)
+	if rb, ok := s.backend.(storage.ResumableBackend); ok {
+		opts := storage.WatchOptions{SinceVersion: req.SinceVersion}
+		if req.Bookmarks {
+			opts.BookmarkInterval = s.bookmark
+		}
+		w, err := rb.WatchListSince(ctx, typ, tenancy, req.NamePrefix, opts)
+		return w, err == nil && req.SinceVersion != "", err
+	}
+	w, err = s.backend.WatchList(ctx, typ, tenancy, req.NamePrefix)
+	if err != nil || req.SinceVersion == "" {
+		return w, false, err
+	}
+	return &prefixedWatch{first: newSnapshotEvent, Watch: w}, false, nil
+}
+
+// newSnapshotEvent is the first event of a stream that was asked to resume
+// and cannot.
+var newSnapshotEvent = &pbresource.WatchEvent{Event: &pbresource.WatchEvent_NewSnapshot_{
+	NewSnapshot: &pbresource.WatchEvent_NewSnapshot{}}}
+
+// prefixedWatch yields first, then the events of Watch. Like every event
+// sent on a watch, first is shared and never changed.
+type prefixedWatch struct {
+	first *pbresource.WatchEvent
+	sent  bool
+	storage.Watch
+}
+
+func (p *prefixedWatch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
+	if !p.sent {
+		p.sent = true
+		return p.first, nil
+	}
+	return p.Watch.Next(ctx)
 }

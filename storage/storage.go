@@ -36,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
 )
@@ -79,6 +80,15 @@ var (
 	// WatchList (and treat its snapshot as the new truth). Events still
 	// buffered for the watch may be discarded.
 	ErrWatchTooSlow = errors.New("watch ended: the consumer could not keep up with the event rate")
+
+	// ErrInvalidVersion means a watch was asked to resume from a version
+	// that is not a store version (not a decimal number).
+	ErrInvalidVersion = errors.New("not a store version")
+
+	// ErrFutureVersion means a watch was asked to resume from a version
+	// greater than the store's current version: one this store never
+	// issued (e.g. it restarted empty). The caller should watch afresh.
+	ErrFutureVersion = errors.New("version is ahead of the store's current version")
 )
 
 // ReadConsistency is the guarantee a read asks for.
@@ -181,6 +191,48 @@ type Backend interface {
 	// resource it will ever have, since WriteCAS refuses new ones
 	// (ErrOwnerNotFound).
 	OwnerReferences(ctx context.Context, id *pbresource.ID) ([]*pbresource.ID, error)
+}
+
+// WatchOptions are what WatchListSince asks for beyond WatchList's query.
+type WatchOptions struct {
+	// SinceVersion, when not empty, resumes a watch after that store
+	// version (see ResumableBackend).
+	SinceVersion string
+
+	// BookmarkInterval, when positive, asks for a Bookmark event whenever
+	// the watch has had nothing to deliver for that long.
+	BookmarkInterval time.Duration
+}
+
+// ResumableBackend is a Backend whose watches can resume from a version and
+// report their position with bookmarks. The server uses it when the backend
+// implements it; otherwise a resume is answered with a fresh snapshot.
+type ResumableBackend interface {
+	Backend
+
+	// WatchListSince is WatchList with opts.
+	//
+	// With an empty SinceVersion the watch is WatchList's. Otherwise, when
+	// the backend still has every change after SinceVersion, the watch
+	// yields only those changes that match, in commit order, with no
+	// snapshot and no EndOfSnapshot. When it no longer has them, the watch
+	// first yields a NewSnapshot event, then WatchList's snapshot,
+	// EndOfSnapshot and changes. A SinceVersion that is not a decimal
+	// number gives ErrInvalidVersion, one greater than the store's current
+	// version ErrFutureVersion; either is returned by this call, before any
+	// event.
+	//
+	// With a positive BookmarkInterval, whenever the watch has delivered
+	// everything up to the store's current version and then nothing for
+	// the interval, Next yields a Bookmark event holding a version V such
+	// that every matching change up to V was delivered: SinceVersion = V
+	// resumes with no gap and no duplicate. Bookmarks come only after the
+	// snapshot.
+	//
+	// Delete and EndOfSnapshot events carry their store version (the
+	// deletion's, the snapshot's), so that any event's version is a resume
+	// point.
+	WatchListSince(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, opts WatchOptions) (Watch, error)
 }
 
 // DeleteOption modifies a DeleteCAS call.

@@ -1262,7 +1262,30 @@ type WatchListRequest struct {
 	// Tenancy to watch; "*" in a field matches every unit.
 	Tenancy *Tenancy `protobuf:"bytes,2,opt,name=tenancy,proto3" json:"tenancy,omitempty"`
 	// NamePrefix, when set, keeps only names that start with it.
-	NamePrefix    string `protobuf:"bytes,3,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	NamePrefix string `protobuf:"bytes,3,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	// SinceVersion, when set, resumes a watch: it is a Version the client has
+	// seen on a stream of the same type, tenancy and prefix (a resource's
+	// Version, or the version of a Delete, EndOfSnapshot or Bookmark event).
+	// Versions are store-wide, so a version seen on any stream of the server's
+	// store is accepted. Loom extension; Consul ignores it.
+	//
+	//   - If the server still retains every change after it, the stream sends
+	//     only those changes (that match), in commit order: no snapshot and no
+	//     EndOfSnapshot.
+	//   - If it does not (the version is too old, or the backend cannot
+	//     resume), the stream first sends a NewSnapshot event, then the full
+	//     snapshot and EndOfSnapshot, exactly as without since_version.
+	//   - A since_version that is not a decimal number is InvalidArgument; one
+	//     greater than the store's current version (not issued by this store,
+	//     e.g. it restarted with an empty in-memory store) is OutOfRange. In
+	//     both cases nothing is sent.
+	SinceVersion string `protobuf:"bytes,4,opt,name=since_version,json=sinceVersion,proto3" json:"since_version,omitempty"`
+	// Bookmarks asks for a Bookmark event whenever the stream has been idle
+	// for the server's bookmark interval (one minute unless the server is
+	// configured otherwise), so that a client of a quiet type still advances
+	// its resume point. Backends that cannot tell their position send none.
+	// Loom extension; Consul ignores it.
+	Bookmarks     bool `protobuf:"varint,5,opt,name=bookmarks,proto3" json:"bookmarks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1318,7 +1341,27 @@ func (x *WatchListRequest) GetNamePrefix() string {
 	return ""
 }
 
+func (x *WatchListRequest) GetSinceVersion() string {
+	if x != nil {
+		return x.SinceVersion
+	}
+	return ""
+}
+
+func (x *WatchListRequest) GetBookmarks() bool {
+	if x != nil {
+		return x.Bookmarks
+	}
+	return false
+}
+
 // WatchEvent is one message of a WatchList stream.
+//
+// NewSnapshot and Bookmark (cases 4 and 5 of the oneof) are Loom extensions,
+// sent only to a client that set since_version or bookmarks. A client built
+// from an older copy of this file (e.g. Consul's) sees an unknown oneof case
+// as an event with no case set (Go: Event == nil), never as one of the cases
+// it knows; it is not sent one anyway, since it cannot ask for them.
 type WatchEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -1326,6 +1369,8 @@ type WatchEvent struct {
 	//	*WatchEvent_Upsert_
 	//	*WatchEvent_Delete_
 	//	*WatchEvent_EndOfSnapshot_
+	//	*WatchEvent_NewSnapshot_
+	//	*WatchEvent_Bookmark_
 	Event         isWatchEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1395,6 +1440,24 @@ func (x *WatchEvent) GetEndOfSnapshot() *WatchEvent_EndOfSnapshot {
 	return nil
 }
 
+func (x *WatchEvent) GetNewSnapshot() *WatchEvent_NewSnapshot {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_NewSnapshot_); ok {
+			return x.NewSnapshot
+		}
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetBookmark() *WatchEvent_Bookmark {
+	if x != nil {
+		if x, ok := x.Event.(*WatchEvent_Bookmark_); ok {
+			return x.Bookmark
+		}
+	}
+	return nil
+}
+
 type isWatchEvent_Event interface {
 	isWatchEvent_Event()
 }
@@ -1411,11 +1474,23 @@ type WatchEvent_EndOfSnapshot_ struct {
 	EndOfSnapshot *WatchEvent_EndOfSnapshot `protobuf:"bytes,3,opt,name=end_of_snapshot,json=endOfSnapshot,proto3,oneof"`
 }
 
+type WatchEvent_NewSnapshot_ struct {
+	NewSnapshot *WatchEvent_NewSnapshot `protobuf:"bytes,4,opt,name=new_snapshot,json=newSnapshot,proto3,oneof"`
+}
+
+type WatchEvent_Bookmark_ struct {
+	Bookmark *WatchEvent_Bookmark `protobuf:"bytes,5,opt,name=bookmark,proto3,oneof"`
+}
+
 func (*WatchEvent_Upsert_) isWatchEvent_Event() {}
 
 func (*WatchEvent_Delete_) isWatchEvent_Event() {}
 
 func (*WatchEvent_EndOfSnapshot_) isWatchEvent_Event() {}
+
+func (*WatchEvent_NewSnapshot_) isWatchEvent_Event() {}
+
+func (*WatchEvent_Bookmark_) isWatchEvent_Event() {}
 
 // MutateAndValidateRequest is the input of MutateAndValidate.
 type MutateAndValidateRequest struct {
@@ -1554,8 +1629,12 @@ func (x *WatchEvent_Upsert) GetResource() *Resource {
 
 // Delete reports a resource that was deleted, as it was last stored.
 type WatchEvent_Delete struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resource      *Resource              `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource *Resource              `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Version is the store version of the deletion itself (greater than
+	// resource.version), when the backend reports it: the resume point
+	// after this event. Loom extension; empty from Consul.
+	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1597,10 +1676,21 @@ func (x *WatchEvent_Delete) GetResource() *Resource {
 	return nil
 }
 
+func (x *WatchEvent_Delete) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 // EndOfSnapshot marks the end of the initial state; every later event is
 // a change to it.
 type WatchEvent_EndOfSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Version is the store version the snapshot is consistent at, when the
+	// backend reports it: the resume point after the snapshot. Loom
+	// extension; empty from Consul.
+	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1633,6 +1723,102 @@ func (x *WatchEvent_EndOfSnapshot) ProtoReflect() protoreflect.Message {
 // Deprecated: Use WatchEvent_EndOfSnapshot.ProtoReflect.Descriptor instead.
 func (*WatchEvent_EndOfSnapshot) Descriptor() ([]byte, []int) {
 	return file_pbresource_resource_proto_rawDescGZIP(), []int{21, 2}
+}
+
+func (x *WatchEvent_EndOfSnapshot) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+// NewSnapshot says that a watch asked to resume (since_version) cannot:
+// the server no longer has every change after that version. The full
+// snapshot and EndOfSnapshot follow; the client must treat that snapshot
+// as the new truth (resources it knows but the snapshot lacks are gone).
+// It is the first event of such a stream and is never sent otherwise.
+type WatchEvent_NewSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent_NewSnapshot) Reset() {
+	*x = WatchEvent_NewSnapshot{}
+	mi := &file_pbresource_resource_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent_NewSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent_NewSnapshot) ProtoMessage() {}
+
+func (x *WatchEvent_NewSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_pbresource_resource_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent_NewSnapshot.ProtoReflect.Descriptor instead.
+func (*WatchEvent_NewSnapshot) Descriptor() ([]byte, []int) {
+	return file_pbresource_resource_proto_rawDescGZIP(), []int{21, 3}
+}
+
+// Bookmark carries the store's current version at a point where the
+// stream has sent every matching change up to it: resuming with
+// since_version = version misses nothing and repeats nothing. Sent only
+// after EndOfSnapshot (or on a resumed stream), when bookmarks was set.
+type WatchEvent_Bookmark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent_Bookmark) Reset() {
+	*x = WatchEvent_Bookmark{}
+	mi := &file_pbresource_resource_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent_Bookmark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent_Bookmark) ProtoMessage() {}
+
+func (x *WatchEvent_Bookmark) ProtoReflect() protoreflect.Message {
+	mi := &file_pbresource_resource_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent_Bookmark.ProtoReflect.Descriptor instead.
+func (*WatchEvent_Bookmark) Descriptor() ([]byte, []int) {
+	return file_pbresource_resource_proto_rawDescGZIP(), []int{21, 4}
+}
+
+func (x *WatchEvent_Bookmark) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 var File_pbresource_resource_proto protoreflect.FileDescriptor
@@ -1722,22 +1908,31 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"\rDeleteRequest\x12-\n" +
 	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"\x10\n" +
-	"\x0eDeleteResponse\"\xa6\x01\n" +
+	"\x0eDeleteResponse\"\xe9\x01\n" +
 	"\x10WatchListRequest\x123\n" +
 	"\x04type\x18\x01 \x01(\v2\x1f.hashicorp.consul.resource.TypeR\x04type\x12<\n" +
 	"\atenancy\x18\x02 \x01(\v2\".hashicorp.consul.resource.TenancyR\atenancy\x12\x1f\n" +
 	"\vname_prefix\x18\x03 \x01(\tR\n" +
-	"namePrefix\"\xab\x03\n" +
+	"namePrefix\x12#\n" +
+	"\rsince_version\x18\x04 \x01(\tR\fsinceVersion\x12\x1c\n" +
+	"\tbookmarks\x18\x05 \x01(\bR\tbookmarks\"\xba\x05\n" +
 	"\n" +
 	"WatchEvent\x12F\n" +
 	"\x06upsert\x18\x01 \x01(\v2,.hashicorp.consul.resource.WatchEvent.UpsertH\x00R\x06upsert\x12F\n" +
 	"\x06delete\x18\x02 \x01(\v2,.hashicorp.consul.resource.WatchEvent.DeleteH\x00R\x06delete\x12]\n" +
-	"\x0fend_of_snapshot\x18\x03 \x01(\v23.hashicorp.consul.resource.WatchEvent.EndOfSnapshotH\x00R\rendOfSnapshot\x1aI\n" +
+	"\x0fend_of_snapshot\x18\x03 \x01(\v23.hashicorp.consul.resource.WatchEvent.EndOfSnapshotH\x00R\rendOfSnapshot\x12V\n" +
+	"\fnew_snapshot\x18\x04 \x01(\v21.hashicorp.consul.resource.WatchEvent.NewSnapshotH\x00R\vnewSnapshot\x12L\n" +
+	"\bbookmark\x18\x05 \x01(\v2..hashicorp.consul.resource.WatchEvent.BookmarkH\x00R\bbookmark\x1aI\n" +
 	"\x06Upsert\x12?\n" +
-	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x1aI\n" +
+	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x1ac\n" +
 	"\x06Delete\x12?\n" +
-	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x1a\x0f\n" +
-	"\rEndOfSnapshotB\a\n" +
+	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x1a)\n" +
+	"\rEndOfSnapshot\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x1a\r\n" +
+	"\vNewSnapshot\x1a$\n" +
+	"\bBookmark\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversionB\a\n" +
 	"\x05event\"[\n" +
 	"\x18MutateAndValidateRequest\x12?\n" +
 	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\"\\\n" +
@@ -1766,7 +1961,7 @@ func file_pbresource_resource_proto_rawDescGZIP() []byte {
 }
 
 var file_pbresource_resource_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pbresource_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_pbresource_resource_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_pbresource_resource_proto_goTypes = []any{
 	(Condition_State)(0),              // 0: hashicorp.consul.resource.Condition.State
 	(*Type)(nil),                      // 1: hashicorp.consul.resource.Type
@@ -1798,8 +1993,10 @@ var file_pbresource_resource_proto_goTypes = []any{
 	(*WatchEvent_Upsert)(nil),         // 27: hashicorp.consul.resource.WatchEvent.Upsert
 	(*WatchEvent_Delete)(nil),         // 28: hashicorp.consul.resource.WatchEvent.Delete
 	(*WatchEvent_EndOfSnapshot)(nil),  // 29: hashicorp.consul.resource.WatchEvent.EndOfSnapshot
-	(*anypb.Any)(nil),                 // 30: google.protobuf.Any
-	(*timestamppb.Timestamp)(nil),     // 31: google.protobuf.Timestamp
+	(*WatchEvent_NewSnapshot)(nil),    // 30: hashicorp.consul.resource.WatchEvent.NewSnapshot
+	(*WatchEvent_Bookmark)(nil),       // 31: hashicorp.consul.resource.WatchEvent.Bookmark
+	(*anypb.Any)(nil),                 // 32: google.protobuf.Any
+	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
 }
 var file_pbresource_resource_proto_depIdxs = []int32{
 	1,  // 0: hashicorp.consul.resource.ID.type:type_name -> hashicorp.consul.resource.Type
@@ -1808,9 +2005,9 @@ var file_pbresource_resource_proto_depIdxs = []int32{
 	3,  // 3: hashicorp.consul.resource.Resource.owner:type_name -> hashicorp.consul.resource.ID
 	25, // 4: hashicorp.consul.resource.Resource.metadata:type_name -> hashicorp.consul.resource.Resource.MetadataEntry
 	26, // 5: hashicorp.consul.resource.Resource.status:type_name -> hashicorp.consul.resource.Resource.StatusEntry
-	30, // 6: hashicorp.consul.resource.Resource.data:type_name -> google.protobuf.Any
+	32, // 6: hashicorp.consul.resource.Resource.data:type_name -> google.protobuf.Any
 	6,  // 7: hashicorp.consul.resource.Status.conditions:type_name -> hashicorp.consul.resource.Condition
-	31, // 8: hashicorp.consul.resource.Status.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 8: hashicorp.consul.resource.Status.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 9: hashicorp.consul.resource.Condition.state:type_name -> hashicorp.consul.resource.Condition.State
 	7,  // 10: hashicorp.consul.resource.Condition.resource:type_name -> hashicorp.consul.resource.Reference
 	1,  // 11: hashicorp.consul.resource.Reference.type:type_name -> hashicorp.consul.resource.Type
@@ -1834,32 +2031,34 @@ var file_pbresource_resource_proto_depIdxs = []int32{
 	27, // 29: hashicorp.consul.resource.WatchEvent.upsert:type_name -> hashicorp.consul.resource.WatchEvent.Upsert
 	28, // 30: hashicorp.consul.resource.WatchEvent.delete:type_name -> hashicorp.consul.resource.WatchEvent.Delete
 	29, // 31: hashicorp.consul.resource.WatchEvent.end_of_snapshot:type_name -> hashicorp.consul.resource.WatchEvent.EndOfSnapshot
-	4,  // 32: hashicorp.consul.resource.MutateAndValidateRequest.resource:type_name -> hashicorp.consul.resource.Resource
-	4,  // 33: hashicorp.consul.resource.MutateAndValidateResponse.resource:type_name -> hashicorp.consul.resource.Resource
-	5,  // 34: hashicorp.consul.resource.Resource.StatusEntry.value:type_name -> hashicorp.consul.resource.Status
-	4,  // 35: hashicorp.consul.resource.WatchEvent.Upsert.resource:type_name -> hashicorp.consul.resource.Resource
-	4,  // 36: hashicorp.consul.resource.WatchEvent.Delete.resource:type_name -> hashicorp.consul.resource.Resource
-	9,  // 37: hashicorp.consul.resource.ResourceService.Read:input_type -> hashicorp.consul.resource.ReadRequest
-	15, // 38: hashicorp.consul.resource.ResourceService.Write:input_type -> hashicorp.consul.resource.WriteRequest
-	17, // 39: hashicorp.consul.resource.ResourceService.WriteStatus:input_type -> hashicorp.consul.resource.WriteStatusRequest
-	11, // 40: hashicorp.consul.resource.ResourceService.List:input_type -> hashicorp.consul.resource.ListRequest
-	13, // 41: hashicorp.consul.resource.ResourceService.ListByOwner:input_type -> hashicorp.consul.resource.ListByOwnerRequest
-	19, // 42: hashicorp.consul.resource.ResourceService.Delete:input_type -> hashicorp.consul.resource.DeleteRequest
-	21, // 43: hashicorp.consul.resource.ResourceService.WatchList:input_type -> hashicorp.consul.resource.WatchListRequest
-	23, // 44: hashicorp.consul.resource.ResourceService.MutateAndValidate:input_type -> hashicorp.consul.resource.MutateAndValidateRequest
-	10, // 45: hashicorp.consul.resource.ResourceService.Read:output_type -> hashicorp.consul.resource.ReadResponse
-	16, // 46: hashicorp.consul.resource.ResourceService.Write:output_type -> hashicorp.consul.resource.WriteResponse
-	18, // 47: hashicorp.consul.resource.ResourceService.WriteStatus:output_type -> hashicorp.consul.resource.WriteStatusResponse
-	12, // 48: hashicorp.consul.resource.ResourceService.List:output_type -> hashicorp.consul.resource.ListResponse
-	14, // 49: hashicorp.consul.resource.ResourceService.ListByOwner:output_type -> hashicorp.consul.resource.ListByOwnerResponse
-	20, // 50: hashicorp.consul.resource.ResourceService.Delete:output_type -> hashicorp.consul.resource.DeleteResponse
-	22, // 51: hashicorp.consul.resource.ResourceService.WatchList:output_type -> hashicorp.consul.resource.WatchEvent
-	24, // 52: hashicorp.consul.resource.ResourceService.MutateAndValidate:output_type -> hashicorp.consul.resource.MutateAndValidateResponse
-	45, // [45:53] is the sub-list for method output_type
-	37, // [37:45] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	30, // 32: hashicorp.consul.resource.WatchEvent.new_snapshot:type_name -> hashicorp.consul.resource.WatchEvent.NewSnapshot
+	31, // 33: hashicorp.consul.resource.WatchEvent.bookmark:type_name -> hashicorp.consul.resource.WatchEvent.Bookmark
+	4,  // 34: hashicorp.consul.resource.MutateAndValidateRequest.resource:type_name -> hashicorp.consul.resource.Resource
+	4,  // 35: hashicorp.consul.resource.MutateAndValidateResponse.resource:type_name -> hashicorp.consul.resource.Resource
+	5,  // 36: hashicorp.consul.resource.Resource.StatusEntry.value:type_name -> hashicorp.consul.resource.Status
+	4,  // 37: hashicorp.consul.resource.WatchEvent.Upsert.resource:type_name -> hashicorp.consul.resource.Resource
+	4,  // 38: hashicorp.consul.resource.WatchEvent.Delete.resource:type_name -> hashicorp.consul.resource.Resource
+	9,  // 39: hashicorp.consul.resource.ResourceService.Read:input_type -> hashicorp.consul.resource.ReadRequest
+	15, // 40: hashicorp.consul.resource.ResourceService.Write:input_type -> hashicorp.consul.resource.WriteRequest
+	17, // 41: hashicorp.consul.resource.ResourceService.WriteStatus:input_type -> hashicorp.consul.resource.WriteStatusRequest
+	11, // 42: hashicorp.consul.resource.ResourceService.List:input_type -> hashicorp.consul.resource.ListRequest
+	13, // 43: hashicorp.consul.resource.ResourceService.ListByOwner:input_type -> hashicorp.consul.resource.ListByOwnerRequest
+	19, // 44: hashicorp.consul.resource.ResourceService.Delete:input_type -> hashicorp.consul.resource.DeleteRequest
+	21, // 45: hashicorp.consul.resource.ResourceService.WatchList:input_type -> hashicorp.consul.resource.WatchListRequest
+	23, // 46: hashicorp.consul.resource.ResourceService.MutateAndValidate:input_type -> hashicorp.consul.resource.MutateAndValidateRequest
+	10, // 47: hashicorp.consul.resource.ResourceService.Read:output_type -> hashicorp.consul.resource.ReadResponse
+	16, // 48: hashicorp.consul.resource.ResourceService.Write:output_type -> hashicorp.consul.resource.WriteResponse
+	18, // 49: hashicorp.consul.resource.ResourceService.WriteStatus:output_type -> hashicorp.consul.resource.WriteStatusResponse
+	12, // 50: hashicorp.consul.resource.ResourceService.List:output_type -> hashicorp.consul.resource.ListResponse
+	14, // 51: hashicorp.consul.resource.ResourceService.ListByOwner:output_type -> hashicorp.consul.resource.ListByOwnerResponse
+	20, // 52: hashicorp.consul.resource.ResourceService.Delete:output_type -> hashicorp.consul.resource.DeleteResponse
+	22, // 53: hashicorp.consul.resource.ResourceService.WatchList:output_type -> hashicorp.consul.resource.WatchEvent
+	24, // 54: hashicorp.consul.resource.ResourceService.MutateAndValidate:output_type -> hashicorp.consul.resource.MutateAndValidateResponse
+	47, // [47:55] is the sub-list for method output_type
+	39, // [39:47] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_pbresource_resource_proto_init() }
@@ -1871,6 +2070,8 @@ func file_pbresource_resource_proto_init() {
 		(*WatchEvent_Upsert_)(nil),
 		(*WatchEvent_Delete_)(nil),
 		(*WatchEvent_EndOfSnapshot_)(nil),
+		(*WatchEvent_NewSnapshot_)(nil),
+		(*WatchEvent_Bookmark_)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1880,7 +2081,7 @@ func file_pbresource_resource_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pbresource_resource_proto_rawDesc), len(file_pbresource_resource_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

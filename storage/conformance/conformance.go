@@ -4,8 +4,11 @@
 // filtering and order, WatchList snapshots and deltas (with writers racing
 // the start of the watch), owner references (owners that must exist,
 // tombstones, and creates racing the owner's deletion), the ownership of
-// messages, and
-// how watches end (context, Close, a consumer that falls behind).
+// messages, how watches end (context, Close, a consumer that falls behind),
+// and, for a backend that implements storage.ResumableBackend (the tests named
+// Resume/ are skipped for one that does not), resuming from a version under
+// racing writers, the fresh snapshot when a version is too old, and
+// bookmarks.
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
 // returns a new, empty backend:
@@ -44,12 +47,14 @@ import (
 type Options struct {
 	// SlowWatcherWrites is how many writes the slow-watcher test makes while
 	// one of its watches is never read. It must exceed the number of
-	// changes the backend buffers for one watch. Zero means 20,000.
+	// changes the backend buffers for one watch and, for a
+	// storage.ResumableBackend, how far back it can resume (the Resume/TooOld
+	// test makes as many). Zero means 20,000.
 	SlowWatcherWrites int
 
-	// SkipSlowWatcher skips the slow-watcher test, e.g. for a backend whose
-	// buffer is too large to overflow quickly in a test. Such a backend
-	// should test its limit some other way.
+	// SkipSlowWatcher skips the slow-watcher and Resume/TooOld tests, e.g.
+	// for a backend whose buffer is too large to overflow quickly in a
+	// test. Such a backend should test its limit some other way.
 	SkipSlowWatcher bool
 
 	// Timeout bounds every wait of the suite: an event to arrive, writes to
@@ -109,6 +114,10 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"Watch/Close", s.testWatchClose},
 		{"Watch/CloseUnblocksNext", s.testWatchCloseUnblocksNext},
 		{"Watch/SlowWatcher", s.testSlowWatcher},
+		{"Resume/Basics", s.testResumeBasics},
+		{"Resume/RacingWriters", s.testResumeRacingWriters},
+		{"Resume/TooOld", s.testResumeTooOld},
+		{"Resume/Bookmarks", s.testBookmarks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

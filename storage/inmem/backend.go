@@ -23,20 +23,30 @@
 //
 // # Watches
 //
-// WatchList takes its snapshot and registers the watch under the store lock,
-// so no change falls between the snapshot and the first delta, and none is
-// reported twice. Each change allocates one event, shared by every watch it
-// matches. A watch buffers the changes its consumer has not taken yet, up to
-// a bound (see WithWatchBufferSize); a writer never waits for a watch. When a
-// change finds a watch's buffer full, the watch is dropped from the fan-out
-// and its next call to Next returns storage.ErrWatchTooSlow at once,
-// discarding what was still buffered: the consumer has to start a new
-// WatchList anyway, and its snapshot replaces everything the old watch would
-// have said.
+// Every change goes into one event log shared by all watches: a ring of
+// immutable entries, one per revision, each holding the change's event,
+// which every watch it matches hands out as it is. Writers append under the
+// store lock in O(1), whatever the number of watches, and wake only the
+// watches of the changed type that wait; they never wait for a watch. A
+// watch is a cursor into the log (a revision) plus its filter: it reads the
+// log without locks and skips what does not match, so it holds no events of
+// its own. The log keeps the latest changes within a count and a byte bound
+// (WithWatchLogEvents, WithWatchLogBytes); a watch whose next change was
+// dropped before it read it ends with storage.ErrWatchTooSlow. A watch of a
+// type whose changes were not dropped (only other types' were) just skips
+// the gap.
 //
-// WatchStats counts the open watches, what they buffer and how many were
-// dropped, for metrics; it is read when asked, so the fan-out pays nothing
-// for it but an atomic add per dropped watch.
+// WatchList takes its snapshot and places the cursor under the store lock,
+// so no change falls between the snapshot and the first delta, and none is
+// reported twice. WatchListSince places the cursor after a version instead
+// (storage.ResumableBackend) when the log still has every change of the
+// type since, and sends bookmarks (the cursor's revision) to an idle watch.
+// A watch that has stalled is ended by a reap that writers start every 1,024
+// changes in a goroutine of its own, so it lets go of a snapshot it has not
+// handed out without waiting for its consumer.
+//
+// WatchStats counts the open watches, how far behind they are and how many
+// were dropped, for metrics; it is read when asked.
 //
 // # Fences
 //
@@ -59,17 +69,21 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
-// DefaultWatchBufferSize is the number of changes a watch may hold for its
-// consumer before it is ended with storage.ErrWatchTooSlow, unless New is
-// given WithWatchBufferSize. The consumer takes everything buffered at once
-// when it has handed out what it took before, so a watch holds at most twice
-// this many events. Buffers grow on demand and hold only pointers to events
-// shared by all watches, 8 bytes a slot: the default costs at most about
-// 2 MB for a watcher that has stalled completely, and lets a controller's
-// cache ride out a burst of its own status writes (a controller reconciling
-// 100,000 resources at start-up writes that many) without being cut off and
-// re-priming.
-const DefaultWatchBufferSize = 131072
+// DefaultWatchLogEvents is how many changes the event log keeps, unless New
+// is given WithWatchLogEvents: how far (in changes of any type) a watch may
+// fall behind before it is ended with storage.ErrWatchTooSlow, and how far
+// back a watch may resume. The log's slots cost 8 bytes each (1 MB); the
+// entries keep their events and the resources they replaced alive, within
+// DefaultWatchLogBytes, which is the bound that binds first for small
+// resources.
+const DefaultWatchLogEvents = 131072
+
+// DefaultWatchLogBytes bounds the estimated memory the event log's entries
+// keep alive, unless New is given WithWatchLogBytes: 32 MiB, about 33,000
+// changes of small resources (about 1 KB each with their entry), so that
+// the log and the garbage collector's headroom for it stay well under
+// 100 MB of RSS.
+const DefaultWatchLogBytes = 32 << 20
 
 // errInvalidID is returned for a resource or ID without a name key the store
 // can use (nil ID or nil type).
@@ -78,22 +92,44 @@ var errInvalidID = errors.New("inmem: resource id and its type are required")
 // Option configures a Backend in New.
 type Option func(*Backend)
 
-// WithWatchBufferSize sets how many changes each watch may hold for its
-// consumer before it is ended with storage.ErrWatchTooSlow (see
-// DefaultWatchBufferSize). Values below 1 are treated as 1.
-func WithWatchBufferSize(n int) Option {
+// WithWatchLogEvents sets how many changes the event log keeps (see
+// DefaultWatchLogEvents), rounded up to a power of two. Values below 1 are
+// treated as 1.
+func WithWatchLogEvents(n int) Option {
 	return func(b *Backend) {
-		b.watchBuffer = max(n, 1)
+		b.logEvents = max(n, 1)
 	}
 }
+
+// WithWatchLogBytes bounds the estimated bytes the event log's entries keep
+// alive (see DefaultWatchLogBytes): the oldest are dropped beyond it. An
+// entry is estimated from the lengths of its resource's strings, data,
+// metadata and statuses plus a fixed overhead; the newest entry is always
+// kept. Values below 1 are treated as 1.
+func WithWatchLogBytes(n int64) Option {
+	return func(b *Backend) {
+		b.logBytes = max(n, 1)
+	}
+}
+
+// WithWatchBufferSize is WithWatchLogEvents, its name from when each watch
+// had a buffer of its own.
+func WithWatchBufferSize(n int) Option { return WithWatchLogEvents(n) }
 
 // Backend is an in-memory storage.Backend. It is safe for concurrent use. The
 // zero value is not usable; call New.
 type Backend struct {
-	watchBuffer int
+	logEvents int
+	logBytes  int64
 
 	// dropped counts the watches ended for falling behind (WatchStats).
 	dropped atomic.Uint64
+	// reaping is set while a reap runs (see reap).
+	reaping atomic.Bool
+
+	// log is the change feed the watches read; writers append to it under
+	// mu, watches read it without locks.
+	log *eventLog
 
 	// mu guards everything below. Writers hold it exclusively, readers
 	// shared.
@@ -107,26 +143,33 @@ type Backend struct {
 	// owned maps an owner (with Uid) to the entries it owns.
 	owned map[ownerKey]map[*entry]struct{}
 
-	// watchMu guards watches against concurrent WatchList and Close calls,
-	// which hold mu shared. Writers hold mu exclusively and need not take
-	// watchMu.
+	// watchMu guards feeds and watches against concurrent WatchList and
+	// Close calls, which hold mu shared at most. Writers hold mu
+	// exclusively and need not take watchMu to read feeds.
 	watchMu sync.Mutex
-	watches map[storage.UnversionedType][]*watch
+	feeds   map[storage.UnversionedType]*feed
+	watches map[*watch]struct{} // the open watches, for WatchStats
 }
 
-var _ storage.Backend = (*Backend)(nil)
+var (
+	_ storage.Backend          = (*Backend)(nil)
+	_ storage.ResumableBackend = (*Backend)(nil)
+)
 
 // New returns an empty Backend ready for use.
 func New(opts ...Option) *Backend {
 	b := &Backend{
-		watchBuffer: DefaultWatchBufferSize,
-		types:       make(map[storage.UnversionedType]*typeIndex),
-		owned:       make(map[ownerKey]map[*entry]struct{}),
-		watches:     make(map[storage.UnversionedType][]*watch),
+		logEvents: DefaultWatchLogEvents,
+		logBytes:  DefaultWatchLogBytes,
+		types:     make(map[storage.UnversionedType]*typeIndex),
+		owned:     make(map[ownerKey]map[*entry]struct{}),
+		feeds:     make(map[storage.UnversionedType]*feed),
+		watches:   make(map[*watch]struct{}),
 	}
 	for _, opt := range opts {
 		opt(b)
 	}
+	b.log = newEventLog(b.logEvents, b.logBytes)
 	return b
 }
 
@@ -169,6 +212,7 @@ type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
 	res     *pbresource.Resource
+	size    int64 // sizeOf(res), for the event log's byte bound
 	removed bool
 }
 
@@ -216,6 +260,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	// shared, not copied; a stored resource that changed meanwhile only
 	// makes the copy share less, and the version check below refuses it.
 	stored := resource.CloneSharing(res, b.current(typ, key))
+	size := sizeOf(stored)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -241,7 +286,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 		stored.Id.Uid = e.res.Id.GetUid()
 	}
 
-	b.store(ti, typ, key, e, stored)
+	b.store(ti, typ, key, e, stored, size)
 	return stored, nil
 }
 
@@ -271,19 +316,19 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 // store commits stored, the new form of e (nil when created), at the next
 // revision: it updates the indexes and publishes the change. The caller
 // holds mu exclusively and has checked the write.
-func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource) {
+func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 
 	if e == nil {
-		e = &entry{key: key, res: stored}
+		e = &entry{key: key, res: stored, size: size}
 		ti.insert(e)
 		if stored.Owner != nil {
 			b.addOwned(ownerKeyOf(stored.Owner), e)
 		}
 	} else {
 		old := e.res
-		e.res = stored
+		e.res, e.size = stored, size
 		if old.Owner != nil || stored.Owner != nil {
 			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
 				if old.Owner != nil {
@@ -296,7 +341,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
-	b.publish(typ, key, stored, false)
+	b.publish(typ, key, stored, size, false)
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -365,7 +410,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(typ, key, e.res, true)
+	b.publish(typ, key, e.res, e.size, true)
 	return nil
 }
 
@@ -381,7 +426,7 @@ func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	} else if ti.byKey[key] != nil {
 		return
 	}
-	b.store(ti, typ, key, nil, tomb)
+	b.store(ti, typ, key, nil, tomb, sizeOf(tomb))
 }
 
 // List returns the stored resources of resType in tenancy (fields may be
@@ -472,4 +517,21 @@ func (f *filter) matches(k rkey) bool {
 	return (f.partition == storage.Wildcard || f.partition == k.partition) &&
 		(f.namespace == storage.Wildcard || f.namespace == k.namespace) &&
 		len(k.name) >= len(f.prefix) && k.name[:len(f.prefix)] == f.prefix
+}
+
+// publish appends the change at the current revision to the event log and
+// wakes the watches of typ. The caller holds mu exclusively. One event is
+// allocated and shared by all watches.
+func (b *Backend) publish(typ storage.UnversionedType, key rkey, res *pbresource.Resource, size int64, deleted bool) {
+	f := b.feeds[typ]
+	if f == nil {
+		f = new(feed)
+		b.feeds[typ] = f
+	}
+	e := newEntry(b.revision, typ, f, key, res, size, deleted)
+	b.log.append(e)
+	f.wake()
+	if e.rev%reapEvery == 0 && b.reaping.CompareAndSwap(false, true) {
+		go b.reap()
+	}
 }

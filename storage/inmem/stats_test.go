@@ -9,11 +9,11 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
-// TestWatchStats: open watches, the changes they buffer, and the watches
-// dropped for falling behind.
+// TestWatchStats: open watches, the log entries they have not read, and the
+// watches dropped for falling behind.
 func TestWatchStats(t *testing.T) {
 	ctx := ctxT(t)
-	b := New(WithWatchBufferSize(2))
+	b := New(WithWatchLogEvents(2))
 	require.Equal(t, storage.WatchStats{}, b.WatchStats())
 
 	fast, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
@@ -33,20 +33,19 @@ func TestWatchStats(t *testing.T) {
 	write(1)
 	require.Equal(t, storage.WatchStats{Open: 2, Buffered: 4}, b.WatchStats())
 
-	// fast takes one change; the other stays buffered (the batch it took
-	// holds both).
+	// fast reads one change.
 	_, err = fast.Next(ctx)
 	require.NoError(t, err)
 	require.Equal(t, storage.WatchStats{Open: 2, Buffered: 3}, b.WatchStats())
 
-	// A third change: slow's buffer (2) overflows and slow is dropped;
-	// fast has room again.
+	// A third change drops the first from the log of two: slow, which had
+	// not read it, is dropped when it next reads.
 	_, err = fast.Next(ctx)
 	require.NoError(t, err)
 	write(2)
-	require.Equal(t, storage.WatchStats{Open: 1, Buffered: 1, Dropped: 1}, b.WatchStats())
 	_, err = slow.Next(ctx)
 	require.ErrorIs(t, err, storage.ErrWatchTooSlow)
+	require.Equal(t, storage.WatchStats{Open: 1, Buffered: 1, Dropped: 1}, b.WatchStats())
 	slow.Close()
 
 	// Closing is not dropping.
