@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
@@ -26,6 +27,8 @@ type streamLog struct {
 	upserts, deletes       int
 	endOfSnapshot, newSnap int
 	bookmarks              int
+	bytes                  int // proto.Size of the events received
+	opened, first, last    time.Time
 }
 
 // breakableClient records the WatchList streams of the Manager's cache and
@@ -54,7 +57,7 @@ func (c *breakableClient) WatchList(ctx context.Context, in *pbresource.WatchLis
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	log := &streamLog{since: in.SinceVersion}
+	log := &streamLog{since: in.SinceVersion, opened: time.Now()}
 	if c.ignoreSince {
 		in = &pbresource.WatchListRequest{Type: in.Type, Tenancy: in.Tenancy, NamePrefix: in.NamePrefix}
 	}
@@ -110,8 +113,14 @@ func (s *loggedStream) Recv() (*pbresource.WatchEvent, error) {
 	if err != nil {
 		return nil, err
 	}
+	size := proto.Size(ev)
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
+	s.log.bytes += size
+	if s.log.first.IsZero() {
+		s.log.first = time.Now()
+	}
+	s.log.last = time.Now()
 	switch ev.Event.(type) {
 	case *pbresource.WatchEvent_Upsert_:
 		s.log.upserts++
