@@ -64,8 +64,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -103,8 +101,9 @@ func WithWatchLogEvents(n int) Option {
 
 // WithWatchLogBytes bounds the estimated bytes the event log's entries keep
 // alive (see DefaultWatchLogBytes): the oldest are dropped beyond it. An
-// entry is estimated at its resource's encoded size plus a fixed overhead;
-// the newest entry is always kept. Values below 1 are treated as 1.
+// entry is estimated from the lengths of its resource's strings, data,
+// metadata and statuses plus a fixed overhead; the newest entry is always
+// kept. Values below 1 are treated as 1.
 func WithWatchLogBytes(n int64) Option {
 	return func(b *Backend) {
 		b.logBytes = max(n, 1)
@@ -211,7 +210,7 @@ type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
 	res     *pbresource.Resource
-	size    int64 // res's encoded size, for the event log's byte bound
+	size    int64 // sizeOf(res), for the event log's byte bound
 	removed bool
 }
 
@@ -259,7 +258,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	// shared, not copied; a stored resource that changed meanwhile only
 	// makes the copy share less, and the version check below refuses it.
 	stored := resource.CloneSharing(res, b.current(typ, key))
-	size := int64(proto.Size(stored))
+	size := sizeOf(stored)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -421,7 +420,7 @@ func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	} else if ti.byKey[key] != nil {
 		return
 	}
-	b.store(ti, typ, key, nil, tomb, int64(proto.Size(tomb)))
+	b.store(ti, typ, key, nil, tomb, sizeOf(tomb))
 }
 
 // List returns the stored resources of resType in tenancy (fields may be

@@ -320,12 +320,9 @@ func (w *watch) end(err error) {
 func (w *watch) Close() {
 	w.closeOnce.Do(func() {
 		close(w.done)
-		w.b.forget(w)
-		// A watch ended otherwise reports the Close from now on.
+		// Also a watch ended otherwise reports the Close from now on.
 		w.mu.Lock()
-		if w.err != nil {
-			w.err = storage.ErrWatchClosed
-		}
+		w.end(storage.ErrWatchClosed)
 		w.mu.Unlock()
 	})
 }
