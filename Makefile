@@ -14,6 +14,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := $(CURDIR)/.bin
 
 PROTO_FILES := proto/pbresource/resource.proto \
+	proto/pblease/v1/lease.proto \
 	examples/foo/pbfoo/v1/foo.proto \
 	examples/foo/pbfoo/v2/foo.proto \
 	examples/hello/pbhello/v1/hello.proto
@@ -67,6 +68,10 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 		--go-grpc_out=paths=source_relative:proto \
 		pbresource/resource.proto
 	$(GO) run ./proto/internal/pbpatch proto/pbresource/resource.pb.go
+	protoc -I proto \
+		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
+		--go_out=paths=source_relative:proto \
+		pblease/v1/lease.proto
 	protoc -I proto -I . \
 		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
 		--go_out=paths=source_relative:. \

@@ -150,6 +150,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.DurationVar(&f.maxConnIdle, "max-conn-idle", defaultMaxConnIdle,
 		"how long a connection with no call or watch open is kept before the server closes it (clients reconnect when they next call)")
 	f.etcd.register(fs)
+	for _, add := range o.flags {
+		add(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err

@@ -26,9 +26,10 @@
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // A controller running in another process connects to a host with package
-// dial (TLS and a token). Not built yet: leader election for such remote
-// controllers, and watch gauges for etcd storage (the in-memory backend's
-// are on /metrics).
+// dial (TLS and a token); its replicas elect a leader with package
+// leaderelection, on loom.v1.Lease resources, a type every host serves. Not
+// built yet: watch gauges for etcd storage (the in-memory backend's are on
+// /metrics).
 package host
 
 import (
@@ -55,6 +56,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/server/reaper"
@@ -72,7 +74,8 @@ type Host struct {
 	dev      bool
 }
 
-// Registry returns the registry of the resource types the server accepts.
+// Registry returns the registry of the resource types the server accepts,
+// which holds loom.v1.Lease already (see package leaderelection).
 func (h *Host) Registry() resource.Registry { return h.registry }
 
 // Manager returns the controller Manager, with the reaper already
@@ -99,6 +102,7 @@ type Option func(*options)
 type options struct {
 	name        string
 	description string
+	flags       []func(*flag.FlagSet)
 }
 
 // WithName sets the command name shown in usage and messages (default:
@@ -107,6 +111,14 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 
 // WithDescription sets a paragraph describing the host, shown by -h.
 func WithDescription(text string) Option { return func(o *options) { o.description = text } }
+
+// WithFlags lets a host define flags of its own: add is called with the
+// host's flag set before the command line is parsed, so the values the
+// flags point at are set when the RegisterFunc runs. Names the host
+// already defines panic, as with any flag.FlagSet.
+func WithFlags(add func(*flag.FlagSet)) Option {
+	return func(o *options) { o.flags = append(o.flags, add) }
+}
 
 func newOptions(opts []Option) *options {
 	o := &options{name: filepath.Base(os.Args[0])}
@@ -199,8 +211,13 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	defer closeFn()
 
 	// The server reads the registry on every request, so the types the
-	// user registers below are served.
+	// user registers below are served. Every host serves loom.v1.Lease, on
+	// which remote controller replicas elect their leader (package
+	// leaderelection).
 	registry := resource.NewRegistry()
+	if err := leaderelection.RegisterTypes(registry); err != nil {
+		return err
+	}
 	svcCfg := server.Config{
 		Backend:          backend,
 		Registry:         registry,

@@ -17,7 +17,6 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
-	"github.com/loomrt/loom/storage/inmem"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -119,8 +118,8 @@ func (h *httpServer) stop(timeout time.Duration, logger hclog.Logger) {
 	}
 }
 
-// watchCounter is a backend that counts its watches (the in-memory one).
-type watchCounter interface{ WatchStats() inmem.WatchStats }
+// watchCounter is a backend that counts its watches (both of Loom's do).
+type watchCounter interface{ WatchStats() storage.WatchStats }
 
 var (
 	watchesOpenDesc = prometheus.NewDesc("loom_storage_watches_open",
@@ -148,8 +147,7 @@ func (c watchCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // mustRegisterStorageMetrics registers backend's watch gauges on reg when
-// the backend counts its watches (the in-memory one does; etcd's does not
-// yet). It panics if reg has them already.
+// the backend counts its watches. It panics if reg has them already.
 func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
 	if wc, ok := backend.(watchCounter); ok {
 		reg.MustRegister(watchCollector{backend: wc})

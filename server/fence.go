@@ -39,6 +39,13 @@ func withFence(ctx context.Context) (context.Context, error) {
 	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev}), nil
 }
 
+// fencedError is the FailedPrecondition a fenced write that the backend
+// refused gets, told apart from other failures for the log.
+type fencedError struct{ st *status.Status }
+
+func (e fencedError) Error() string              { return e.st.Err().Error() }
+func (e fencedError) GRPCStatus() *status.Status { return e.st }
+
 // fencedMessage is the message of the FailedPrecondition a fenced write
 // that the backend refused gets.
 const fencedMessage = "write fenced: leadership has moved"

@@ -5,10 +5,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -151,10 +153,12 @@ func TestFence_ReachesBackend(t *testing.T) {
 
 // TestFence_Refused checks what the caller of a fenced write sees when the
 // backend refuses it: FailedPrecondition, at once (a blanket write is not
-// retried), and nothing written.
+// retried), and nothing written; and that the server logs a warning.
 func TestFence_Refused(t *testing.T) {
 	spy := &fenceSpy{}
-	env := newEnv(t, withBackendWrapper(func(b storage.Backend) storage.Backend { spy.Backend = b; return spy }))
+	log := &testlog.Buffer{}
+	env := newEnv(t, withBackendWrapper(func(b storage.Backend) storage.Backend { spy.Backend = b; return spy }),
+		withLogger(hclog.New(&hclog.LoggerOptions{Output: log, Level: hclog.Warn})))
 	existing := env.write(t, bar(t, "existing", "x"))
 	spy.take()
 	spy.setCurrent(8)
@@ -164,6 +168,7 @@ func TestFence_Refused(t *testing.T) {
 	_, err := env.client.Write(stale, &pbresource.WriteRequest{Resource: bar(t, "new", "x")})
 	requireCode(t, err, codes.FailedPrecondition, "write fenced: leadership has moved")
 	require.Len(t, spy.take(), 1, "a fenced write is not retried")
+	require.Contains(t, log.String(), "[WARN]  write refused by the fence: its leadership term has ended: method=Write id=foo.v1.Bar/default.default/new")
 	_, err = env.read(t, barID("new"))
 	requireCode(t, err, codes.NotFound)
 

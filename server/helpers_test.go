@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
@@ -34,6 +35,7 @@ type envConfig struct {
 	watchBuffer int
 	wrap        func(storage.Backend) storage.Backend
 	bookmark    time.Duration
+	logger      hclog.Logger
 }
 
 type envOption func(*envConfig)
@@ -48,6 +50,10 @@ func withWatchBuffer(n int) envOption {
 
 func withBookmarkInterval(d time.Duration) envOption {
 	return func(c *envConfig) { c.bookmark = d }
+}
+
+func withLogger(l hclog.Logger) envOption {
+	return func(c *envConfig) { c.logger = l }
 }
 
 func withBackendWrapper(wrap func(storage.Backend) storage.Backend) envOption {
@@ -71,7 +77,7 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 	}
 	reg := resource.NewRegistry()
 	require.NoError(t, foo.RegisterTypes(reg))
-	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl, WatchBookmarkInterval: ec.bookmark})
+	s := New(Config{Backend: backend, Registry: reg, ACLResolver: ec.acl, WatchBookmarkInterval: ec.bookmark, Logger: ec.logger})
 	return &testEnv{backend: b, registry: reg, server: s, client: NewInProcessClient(s)}
 }
 

@@ -153,7 +153,8 @@ type Config struct {
 	// creates an empty one (holding only the Tombstone type).
 	Registry resource.Registry
 
-	// Logger receives debug logs of failed requests. Nil discards them.
+	// Logger receives debug logs of failed requests, and a warning for each
+	// write refused by a fence. Nil discards them.
 	Logger hclog.Logger
 
 	// ACLResolver returns the Authorizer for the caller of one request, e.g.
@@ -344,7 +345,7 @@ func storageError(err error) error {
 	case errors.Is(err, storage.ErrWrongUid):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, storage.ErrFenced):
-		return status.Errorf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)
+		return fencedError{status.Newf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)}
 	case errors.Is(err, storage.ErrOwnerNotFound):
 		return invalidField("owner", "%v", err)
 	case errors.Is(err, storage.ErrNotFound):
@@ -368,6 +369,12 @@ func storageError(err error) error {
 
 // fail logs a failed request at debug level and returns err unchanged.
 func (s *Server) fail(method string, id *pbresource.ID, err error) error {
+	if errors.As(err, new(fencedError)) {
+		// A deposed leader's late write: worth an operator's notice, and
+		// the proof that the fence did its job.
+		s.logger.Warn("write refused by the fence: its leadership term has ended", "method", method, "id", resource.Truncate(resource.IDString(id)))
+		return err
+	}
 	if s.logger.IsDebug() {
 		// The ID may be the invalid one a request gave: keep the log short.
 		s.logger.Debug("request failed", "method", method, "id", resource.Truncate(resource.IDString(id)), "error", err)

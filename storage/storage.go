@@ -279,6 +279,20 @@ type Watch interface {
 	Close()
 }
 
+// WatchStats is a count of a backend's watches at one moment, for metrics.
+// Backends that count their watches have a WatchStats method returning it.
+type WatchStats struct {
+	// Open is how many watches are running: neither closed nor ended for
+	// falling behind.
+	Open int
+	// Buffered is how many changes the open watches hold that their
+	// consumers have not taken yet (snapshots not counted).
+	Buffered int
+	// Dropped is how many watches have been ended with ErrWatchTooSlow
+	// since the backend was made.
+	Dropped uint64
+}
+
 // UnversionedType is a resource type without its GroupVersion: the identity
 // under which resources are stored.
 type UnversionedType struct {

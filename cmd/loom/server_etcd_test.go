@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/internal/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -58,7 +64,7 @@ func TestEtcdServers(t *testing.T) {
 	endpoint := etcdtest.Start(t)
 	args := func(node string) []string {
 		return []string{"-storage", "etcd", "-etcd-endpoints", endpoint, "-etcd-prefix", "/loomtest",
-			"-grpc-addr", "127.0.0.1:0", "-lease-ttl", "2s", "-node-name", node}
+			"-grpc-addr", "127.0.0.1:0", "-lease-ttl", "2s", "-node-name", node, "-examples"}
 	}
 	addrA, logA, stopA := startServer(t, args("a")...)
 	termA, _ := strconv.ParseInt(waitLog(t, logA, becameLeaderRE, 10*time.Second)[1], 10, 64)
@@ -115,5 +121,46 @@ func TestEtcdServerUnreachable(t *testing.T) {
 		"-grpc-addr", "127.0.0.1:0", "-http-addr", ""}, nil, log)
 	if err == nil || !regexp.MustCompile(`etcd at .* does not answer`).MatchString(err.Error()) {
 		t.Fatalf("got %v, want an error saying etcd does not answer", err)
+	}
+}
+
+// TestEtcdServerWithoutExamples checks that a production server serves the
+// example types only when asked to (-examples): without it a Bar is an
+// unregistered type. It also scrapes the etcd backend's watch gauges.
+func TestEtcdServerWithoutExamples(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	addr, log, stop := startServer(t, "-storage", "etcd", "-etcd-endpoints", endpoint, "-etcd-prefix", "/loomtest-noexamples",
+		"-grpc-addr", "127.0.0.1:0", "-lease-ttl", "2s", "-node-name", "plain")
+	client := pbresource.NewResourceServiceClient(dial(t, addr))
+	_, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: barResource(t, "plain", "x")})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not registered") {
+		t.Errorf("Write of a Bar without -examples: got %v, want InvalidArgument: ... not registered", err)
+	}
+
+	// The etcd backend's watch gauges: the reaper's cache watches
+	// tombstones, so one watch at least is open once the server is primed.
+	m := httpListeningRE.FindStringSubmatch(log.String())
+	if m == nil {
+		t.Fatalf("no HTTP address in the log:\n%s", log)
+	}
+	openRE := regexp.MustCompile(`(?m)^loom_storage_watches_open ([1-9]\d*)$`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rsp, err := http.Get("http://" + m[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(rsp.Body)
+		rsp.Body.Close()
+		if openRE.Match(body) && strings.Contains(string(body), "\nloom_storage_watches_dropped_total 0\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics has no open storage watches after 10s:\n%s", body)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stopping: %v\nlog:\n%s", err, log)
 	}
 }

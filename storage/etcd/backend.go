@@ -7,7 +7,9 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"time"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -76,6 +78,12 @@ type Backend struct {
 	// linearizable ones; for tests.
 	slowWrites    atomic.Int64
 	readFallbacks atomic.Int64
+
+	// watches are the running watches and dropped counts those ended for
+	// falling behind, for WatchStats.
+	watchMu sync.Mutex
+	watches map[*watch]struct{}
+	dropped atomic.Uint64
 
 	// beforeWatch, when set (by tests), runs between the snapshot read of
 	// a WatchList and the start of its etcd watch.
@@ -518,6 +526,10 @@ func stored(res *pbresource.Resource, uid string, rev int64) *pbresource.Resourc
 	return out
 }
 
+// fencedWriteTimeout bounds how long a fenced write is waited for once its
+// caller gave up (see txn).
+const fencedWriteTimeout = 10 * time.Second
+
 // txn commits If(cmps, fence) Then(ops) Else(get of elseKey if not empty,
 // get of the fence key if fenced).
 func (b *Backend) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op, elseKey string, fence fenceToken, fenced bool) (*clientv3.TxnResponse, error) {
@@ -528,6 +540,17 @@ func (b *Backend) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.O
 	if fenced {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(fence.key), "=", fence.rev))
 		elseOps = append(elseOps, clientv3.OpGet(fence.key, clientv3.WithKeysOnly()))
+	}
+	if fenced {
+		// A fenced write is a leader's controller writing, and its term
+		// ending is exactly when the Manager cancels the controller: its
+		// outcome (written before the term ended, or refused by the fence)
+		// is still waited for, so that it is known and reported rather
+		// than lost in a cancellation. So a fenced write is sent even if
+		// ctx has ended, and waited for up to fencedWriteTimeout.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), fencedWriteTimeout)
+		defer cancel()
 	}
 	resp, err := b.client.Txn(ctx).If(cmps...).Then(ops...).Else(elseOps...).Commit()
 	if err != nil {

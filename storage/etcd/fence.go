@@ -30,7 +30,10 @@ type fenceToken struct {
 // lands while that term's leader key exists, before any other member can
 // be elected, or fails with ErrFenced. Reads, lists and watches ignore the
 // fence. It is storage.WithFence with storage.Fence{Key: key, Revision:
-// rev}; the backend honours a fence set either way.
+// rev}; the backend honours a fence set either way. A fenced transaction
+// is sent and waited for (up to 10 s) even when ctx ends: a term ends just
+// when its controllers are cancelled, and the write's outcome should still
+// be known.
 func WithFence(ctx context.Context, key string, rev int64) context.Context {
 	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev})
 }

@@ -192,6 +192,14 @@ func TestFencedWrites(t *testing.T) {
 	require.ErrorIs(t, err, ErrFenced, "slow-path update after the term ended")
 	require.ErrorIs(t, be.DeleteCAS(fencedA, upd.Id, ""), ErrFenced, "delete after the term ended")
 
+	// A fenced write's outcome is known even when its caller has given up
+	// (the Manager cancels a controller when its term ends): the write is
+	// sent and waited for all the same.
+	gaveUp, cancel := context.WithCancel(fencedA)
+	cancel()
+	_, err = be.WriteCAS(gaveUp, newWidget("z"))
+	require.ErrorIs(t, err, ErrFenced, "a fenced write whose caller gave up")
+
 	fk, frev, ok = b.Fence()
 	require.True(t, ok)
 	require.NoError(t, be.DeleteCAS(WithFence(context.Background(), fk, frev), upd.Id, ""), "delete under the new term")

@@ -14,7 +14,7 @@ import (
 func TestWatchStats(t *testing.T) {
 	ctx := ctxT(t)
 	b := New(WithWatchLogEvents(2))
-	require.Equal(t, WatchStats{}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{}, b.WatchStats())
 
 	fast, err := b.WatchList(ctx, storage.UnversionedTypeFrom(testType), allTenancy, "")
 	require.NoError(t, err)
@@ -31,12 +31,12 @@ func TestWatchStats(t *testing.T) {
 	}
 	write(0)
 	write(1)
-	require.Equal(t, WatchStats{Open: 2, Buffered: 4}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Open: 2, Buffered: 4}, b.WatchStats())
 
 	// fast reads one change.
 	_, err = fast.Next(ctx)
 	require.NoError(t, err)
-	require.Equal(t, WatchStats{Open: 2, Buffered: 3}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Open: 2, Buffered: 3}, b.WatchStats())
 
 	// A third change drops the first from the log of two: slow, which had
 	// not read it, is dropped when it next reads.
@@ -45,10 +45,10 @@ func TestWatchStats(t *testing.T) {
 	write(2)
 	_, err = slow.Next(ctx)
 	require.ErrorIs(t, err, storage.ErrWatchTooSlow)
-	require.Equal(t, WatchStats{Open: 1, Buffered: 1, Dropped: 1}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Open: 1, Buffered: 1, Dropped: 1}, b.WatchStats())
 	slow.Close()
 
 	// Closing is not dropping.
 	fast.Close()
-	require.Equal(t, WatchStats{Dropped: 1}, b.WatchStats())
+	require.Equal(t, storage.WatchStats{Dropped: 1}, b.WatchStats())
 }

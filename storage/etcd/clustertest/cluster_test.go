@@ -44,6 +44,13 @@ const (
 	// reconcileBound is how long a running leader may take to reconcile a
 	// new Bar.
 	reconcileBound = 3 * time.Second
+	// inFlightBytes is the size from which a request a server sends to
+	// etcd is taken for a write: a transaction carrying a resource, where
+	// reads, lease keep-alives and flow control are tens of bytes.
+	inFlightBytes = 256
+	// linkDelay is how long the requests of the server that is to freeze
+	// spend in flight before it does.
+	linkDelay = 500 * time.Millisecond
 	// keepNames Bars are written over and over; goneNames are created,
 	// then deleted after the faults.
 	keepNames = 16
@@ -55,6 +62,26 @@ type etcdMember struct {
 	*proc
 	name      string
 	clientURL string
+	bin, dir  string
+	args      []string // to restart it on its data directory
+}
+
+// restart starts the member again on its data directory (after a kill)
+// and waits until it serves.
+func (m *etcdMember) restart(t *testing.T) {
+	t.Helper()
+	m.proc = start(t, m.dir, m.name+"-restarted", m.bin, m.args...)
+	if err := poll(time.Now().Add(30*time.Second), func() error {
+		if m.exited() {
+			return fmt.Errorf("%s exited: %v\n%s", m.name, m.err, m.tail(10))
+		}
+		if !strings.Contains(m.output(), "ready\n") {
+			return fmt.Errorf("%s is not ready", m.name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("restarting %s: %v", m.name, err)
+	}
 }
 
 // loomServer is one `loom server -storage etcd` process.
@@ -63,6 +90,39 @@ type loomServer struct {
 	node   string
 	addr   string
 	client pbresource.ResourceServiceClient
+	// proxies stand between the server and each etcd member, to cut it
+	// off from etcd (see faultProxy).
+	proxies []*faultProxy
+}
+
+// slowEtcd delays what the server sends to etcd by d.
+func (s *loomServer) slowEtcd(d time.Duration) {
+	for _, p := range s.proxies {
+		p.slow(d)
+	}
+}
+
+// holdIfWriteInFlight cuts the server off from etcd (one way, see
+// faultProxy) if a chunk of at least minBytes it sent is still in flight,
+// and reports whether it did.
+func (s *loomServer) holdIfWriteInFlight(minBytes int) bool {
+	for _, p := range s.proxies {
+		if p.holdIfPending(minBytes) {
+			for _, q := range s.proxies {
+				q.hold()
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// releaseEtcd delivers what the server sent while slowed down or cut off,
+// and forwards at once again.
+func (s *loomServer) releaseEtcd() {
+	for _, p := range s.proxies {
+		p.release()
+	}
 }
 
 // TestCluster runs 3 loom servers on a 3-member etcd cluster, all on
@@ -208,6 +268,26 @@ func TestCluster(t *testing.T) {
 	for i := range goneNames {
 		w.delete(ctx, t, fmt.Sprintf("gone-%02d", i))
 	}
+
+	// The killed etcd member comes back on its data directory and catches
+	// up with what was committed without it.
+	victim.restart(t)
+	caughtUp := etcdRevision(ctx, t, etcd)
+	if err := poll(time.Now().Add(30*time.Second), func() error {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := etcd.Status(sctx, victim.clientURL)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %v", victim.name, err)
+		}
+		if st.Header.Revision < caughtUp {
+			return fmt.Errorf("%s is at revision %d, want %d", victim.name, st.Header.Revision, caughtUp)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("after its restart: %v", err)
+	}
+	t.Logf("%s restarted and caught up with revision %d", victim.name, caughtUp)
 	if err := poll(time.Now().Add(60*time.Second), func() error { return w.waitRounds(rounds + 3) }); err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +318,39 @@ func TestCluster(t *testing.T) {
 		via = third
 	}
 	pausedTerm := currentTerm(paused)
-	t.Logf("freezing %s (term %d)", paused.node, pausedTerm)
+	// Its writes are put in flight first: its link to etcd is slowed down
+	// (each request spends linkDelay in flight) and, as soon as a status
+	// write is on the way, cut (one way: what etcd sends still arrives).
+	// Then it freezes. The lease keep-alives it sent after its last
+	// delivered one are held too, so as far as the store can tell its term
+	// ended when it was cut off; what it had in flight arrives after the
+	// next term began.
+	paused.slowEtcd(linkDelay)
+	// The writer's Bars change faster than a slowed-down server can write
+	// their status (its status writes lose the race and are never sent), so
+	// a Bar of its own, left alone after each write, is what it reconciles
+	// and writes the status of.
+	inFlight := false
+	for attempt := 0; !inFlight; attempt++ {
+		if attempt == 10 {
+			paused.releaseEtcd()
+			largest := 0
+			for _, p := range paused.proxies {
+				largest = max(largest, p.largestSlowed())
+			}
+			t.Fatalf("%s sent no write to etcd after %d changes of in-flight (no request of %d bytes or more; the largest sent was %d bytes)",
+				paused.node, attempt, inFlightBytes, largest)
+		}
+		w.write(ctx, t, "in-flight", fmt.Sprintf("attempt %d", attempt))
+		inFlight = poll(time.Now().Add(3*time.Second), func() error {
+			if !paused.holdIfWriteInFlight(inFlightBytes) {
+				return errors.New("no write in flight")
+			}
+			return nil
+		}) == nil
+	}
 	pausedAt := time.Now()
+	t.Logf("freezing %s (term %d) with a write in flight", paused.node, pausedTerm)
 	paused.signal(syscall.SIGSTOP)
 	var thirdTerm int64
 	if err := poll(pausedAt.Add(leaseTTL+failoverSlack), func() error {
@@ -254,6 +365,12 @@ func TestCluster(t *testing.T) {
 		paused.signal(syscall.SIGCONT)
 		t.Fatalf("within %s of freezing the leader: %v", leaseTTL+failoverSlack, err)
 	}
+	// What the frozen server sent reaches etcd now, after the new term
+	// began; and etcd compacts its history meanwhile, so the frozen
+	// server's watches cannot resume where they stopped.
+	paused.releaseEtcd()
+	compactRev := compact(ctx, t, etcd)
+	t.Logf("delivered what %s sent while cut off; compacted etcd at revision %d", paused.node, compactRev)
 	probe2 := w.write(ctx, t, "probe-2", "after the freeze")
 	probe2Acked := time.Now()
 	if err := poll(probe2Acked.Add(reconcileBound), func() error { return observed(ctx, via.client, probe2) }); err != nil {
@@ -274,13 +391,16 @@ func TestCluster(t *testing.T) {
 	}
 	fenced := 0
 	for _, l := range paused.logLines() {
-		if l.Time.After(resumedAt) && strings.Contains(l.stringField("error"), "write fenced") {
+		if l.Time.After(resumedAt) && l.Message == "write refused by the fence: its leadership term has ended" {
 			fenced++
 		}
 	}
 	t.Logf("after the freeze: %s ran the singletons (term %d) after %s; %s woke up after %s, stopped, and had %d writes refused by the fence",
 		third.node, thirdTerm, elected.Sub(pausedAt).Round(time.Millisecond), paused.node,
 		resumedAt.Sub(pausedAt).Round(time.Millisecond), fenced)
+	if fenced == 0 {
+		t.Errorf("%s woke up with writes in flight from its term %d, but the server logged no write refused by the fence", paused.node, pausedTerm)
+	}
 
 	if err := poll(time.Now().Add(60*time.Second), func() error { return w.waitRounds(rounds + 5) }); err != nil {
 		t.Fatal(err)
@@ -336,9 +456,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	for _, m := range members {
-		if m != victim {
-			_ = m.stop(10 * time.Second)
-		}
+		_ = m.stop(10 * time.Second)
 	}
 	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
 }
@@ -362,7 +480,7 @@ func startEtcdCluster(t *testing.T, dir, bin string) []*etcdMember {
 		for i := range members {
 			name := fmt.Sprintf("etcd-%d", i+1)
 			clientURL := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i])
-			p := start(t, dir, fmt.Sprintf("%s-try%d", name, attempt), bin,
+			args := []string{
 				"-name", name,
 				"-data-dir", filepath.Join(dir, fmt.Sprintf("%s-try%d.data", name, attempt)),
 				"-client-url", clientURL,
@@ -371,8 +489,9 @@ func startEtcdCluster(t *testing.T, dir, bin string) []*etcdMember {
 				"-cluster-token", fmt.Sprintf("loom-cluster-test-%d", attempt),
 				"-log-file", filepath.Join(dir, fmt.Sprintf("%s-try%d.etcd.log", name, attempt)),
 				"-stdin-lifetime",
-			)
-			members[i] = &etcdMember{proc: p, name: name, clientURL: clientURL}
+			}
+			p := start(t, dir, fmt.Sprintf("%s-try%d", name, attempt), bin, args...)
+			members[i] = &etcdMember{proc: p, name: name, clientURL: clientURL, bin: bin, dir: dir, args: args}
 		}
 		lastErr = poll(time.Now().Add(30*time.Second), func() error {
 			for _, m := range members {
@@ -402,17 +521,25 @@ var listeningRE = regexp.MustCompile(`"addr":"([^"]+)"`)
 // startLoom starts a loom server on the cluster and waits until it serves.
 func startLoom(t *testing.T, dir, bin, node string, endpoints []string) *loomServer {
 	t.Helper()
+	var proxies []*faultProxy
+	var via []string
+	for _, e := range endpoints {
+		px := newFaultProxy(t, strings.TrimPrefix(e, "http://"))
+		proxies = append(proxies, px)
+		via = append(via, "http://"+px.addr())
+	}
 	p := start(t, dir, node, bin, "server",
 		"-storage", "etcd",
-		"-etcd-endpoints", strings.Join(endpoints, ","),
+		"-etcd-endpoints", strings.Join(via, ","),
 		"-etcd-prefix", "/loom-cluster-test",
 		"-grpc-addr", "127.0.0.1:0",
 		"-http-addr", "127.0.0.1:0",
 		"-lease-ttl", leaseTTL.String(),
 		"-node-name", node,
+		"-examples",
 		"-log-json",
 	)
-	s := &loomServer{proc: p, node: node}
+	s := &loomServer{proc: p, node: node, proxies: proxies}
 	if err := poll(time.Now().Add(20*time.Second), func() error {
 		if p.exited() {
 			return fmt.Errorf("%s exited: %v\n%s", node, p.err, p.tail(20))
@@ -836,4 +963,25 @@ func checkTerms(t *testing.T, servers []*loomServer, cuts map[*loomServer]cut) {
 	if len(terms) < 2 {
 		t.Errorf("%d terms in the logs, want at least 2 (before and after the leader died)", len(terms))
 	}
+}
+
+// etcdRevision returns etcd's current revision, read linearizably.
+func etcdRevision(ctx context.Context, t *testing.T, etcd *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := etcd.Get(ctx, "/loom-cluster-test/no-such-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// compact compacts etcd's history up to its current revision, which it
+// returns: watches that must resume from before it get ErrCompacted.
+func compact(ctx context.Context, t *testing.T, etcd *clientv3.Client) int64 {
+	t.Helper()
+	rev := etcdRevision(ctx, t, etcd)
+	if _, err := etcd.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("compacting at revision %d: %v", rev, err)
+	}
+	return rev
 }

@@ -1,7 +1,10 @@
 // Package clustertest holds the multi-process cluster test of Loom on etcd:
 // a 3-member etcd cluster and 3 `loom server -storage etcd` processes on
-// loopback, the example Bar controller, and faults (the leading server and
-// an etcd member killed) while a client keeps writing.
+// loopback, the example Bar controller, and faults while a client keeps
+// writing: the leading server and etcd's leader member killed, the member
+// restarted, the next leading server cut off from etcd (its writes held in
+// flight by a proxy) and frozen (SIGSTOP), etcd compacted meanwhile, and
+// the frozen server's late writes refused by the fence.
 //
 // The test is behind the build tag "cluster", so `go test ./...` skips it;
 // run it with `make test-cluster`, i.e.
