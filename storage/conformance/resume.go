@@ -252,6 +252,9 @@ func (s *suite) testResumeTooOld(t *testing.T) {
 	for i := range s.opts.SlowWatcherWrites {
 		churn = update(t, b, churn, "k", fmt.Sprint(i))
 	}
+	if s.opts.Forget != nil {
+		s.opts.Forget(t, b)
+	}
 	w, err := rb.WatchListSince(ctx, artist, defaultTenancy, "", storage.WatchOptions{SinceVersion: first.Version})
 	require.NoError(t, err)
 	defer w.Close()

@@ -7,10 +7,10 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"time"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/internal/eventq"
 )
@@ -46,10 +49,72 @@ var errNoPrevKV = errors.New("etcd: a deletion event came without the deleted va
 // the watch ends with an error. The consumer starts a new WatchList; its
 // snapshot replaces everything.
 func (b *Backend) WatchList(ctx context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) (storage.Watch, error) {
+	return b.WatchListSince(ctx, resType, tenancy, namePrefix, storage.WatchOptions{})
+}
+
+var _ storage.ResumableBackend = (*Backend)(nil)
+
+// WatchListSince is WatchList with opts (see storage.ResumableBackend),
+// using etcd's own history: a watch resumed from version V is an etcd
+// watch from revision V+1, which etcd can start as long as it has not
+// compacted V away; after such a compaction the watch starts afresh with
+// NewSnapshot, the snapshot and EndOfSnapshot. Bookmarks are etcd's
+// progress notifications, asked for (RequestProgress) when the watch has
+// had nothing to deliver for opts.BookmarkInterval: etcd answers with its
+// current revision once every change up to it was sent on the watch.
+func (b *Backend) WatchListSince(ctx context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, opts storage.WatchOptions) (storage.Watch, error) {
 	q, err := b.keys.query(resType, tenancy, namePrefix)
 	if err != nil {
 		return nil, err
 	}
+	if opts.SinceVersion != "" {
+		since, err := strconv.ParseInt(opts.SinceVersion, 10, 64)
+		if err != nil || since < 0 {
+			return nil, fmt.Errorf("%w: %q", storage.ErrInvalidVersion, resource.Truncate(opts.SinceVersion))
+		}
+		resumed, err := b.resumable(ctx, q, since)
+		if err != nil {
+			return nil, err
+		}
+		if resumed {
+			return b.watchFrom(q, nil, false, since+1, opts.BookmarkInterval, nil), nil
+		}
+		return b.snapshotWatch(ctx, q, opts.BookmarkInterval, eventq.NewSnapshot())
+	}
+	return b.snapshotWatch(ctx, q, opts.BookmarkInterval, nil)
+}
+
+// resumable reports whether etcd still has every change after revision
+// since: it has not compacted it away. A revision ahead of etcd's current
+// one is storage.ErrFutureVersion. The read is linearizable, so a version
+// any member has handed out is not taken for the future.
+func (b *Backend) resumable(ctx context.Context, q query, since int64) (bool, error) {
+	resp, err := b.client.Get(ctx, q.rangePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, readError(ctx, err)
+	}
+	cur := resp.Header.Revision
+	b.observe(cur)
+	switch {
+	case since > cur:
+		return false, fmt.Errorf("%w: %d, the store is at %d", storage.ErrFutureVersion, since, cur)
+	case since == cur:
+		return true, nil
+	}
+	_, err = b.client.Get(ctx, q.rangePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(since))
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return false, nil
+	}
+	if err != nil {
+		return false, readError(ctx, err)
+	}
+	return true, nil
+}
+
+// snapshotWatch reads the matching resources at one revision R and starts
+// a watch that hands out first (if not nil), the snapshot, EndOfSnapshot
+// at R, then the changes from R+1 on.
+func (b *Backend) snapshotWatch(ctx context.Context, q query, bookmarks time.Duration, first *pbresource.WatchEvent) (storage.Watch, error) {
 	resp, err := b.get(ctx, storage.EventualConsistency, q.rangePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -62,19 +127,27 @@ func (b *Backend) WatchList(ctx context.Context, resType storage.UnversionedType
 	if b.beforeWatch != nil {
 		b.beforeWatch(rev)
 	}
-	return b.watchFrom(q, snap, rev+1), nil
+	return b.watchFrom(q, snap, true, rev+1, bookmarks, first), nil
 }
 
-// watchFrom starts a watch that hands out snap, then EndOfSnapshot, then
-// the changes from revision from on.
-func (b *Backend) watchFrom(q query, snap []*pbresource.Resource, from int64) *watch {
+// watchFrom starts a watch that hands out first (if not nil), then, if
+// withSnapshot, snap and EndOfSnapshot, then the changes from revision
+// from on. Without a snapshot it is a resumed watch: changes only.
+func (b *Backend) watchFrom(q query, snap []*pbresource.Resource, withSnapshot bool, from int64, bookmarks time.Duration, first *pbresource.WatchEvent) *watch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watch{
-		b:       b,
-		q:       q,
-		stopped: make(chan struct{}),
-		// Ending the watch, for whatever reason, stops the etcd watch.
-		buf: eventq.New(b.watchBuffer, snap, snapshotItem, item{ev: eventq.EndOfSnapshot()}, cancel),
+		b:         b,
+		q:         q,
+		stopped:   make(chan struct{}),
+		bookmarks: bookmarks,
+		first:     first,
+	}
+	// Ending the watch, for whatever reason, stops the etcd watch.
+	if !withSnapshot {
+		w.buf = eventq.NewChanges[item](b.watchBuffer, cancel)
+	} else {
+		eos := eventq.EndOfSnapshot(strconv.FormatInt(from-1, 10))
+		w.buf = eventq.New(b.watchBuffer, snap, snapshotItem, item{ev: eos}, cancel)
 	}
 	b.watchMu.Lock()
 	if b.watches == nil {
@@ -99,10 +172,13 @@ func snapshotItem(res *pbresource.Resource) item { return item{ev: eventq.Upsert
 // watch is the etcd storage.Watch: run translates the etcd watch's events
 // and pushes them to buf, from which Next hands them out.
 type watch struct {
-	b       *Backend
-	q       query
-	buf     *eventq.Queue[item]
-	stopped chan struct{} // closed when run returns
+	b         *Backend
+	q         query
+	buf       *eventq.Queue[item]
+	stopped   chan struct{}          // closed when run returns
+	bookmarks time.Duration          // ask for progress after this long idle; 0: never
+	first     *pbresource.WatchEvent // handed out before anything else, if not nil
+	firstOnce sync.Once
 }
 
 var _ storage.Watch = (*watch)(nil)
@@ -158,7 +234,19 @@ func (w *watch) run(ctx context.Context, from int64) {
 func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := w.b.client.Watch(wctx, w.q.rangePrefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
+	// The etcd watch starts one revision early and skips that revision's
+	// events, which were delivered already (or are in the snapshot): etcd
+	// sends a progress notification only once every watch on the stream
+	// has started at or before its current revision, and a watch from the
+	// next revision would hold bookmarks back until the next write.
+	start := max(from-1, 1)
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(start), clientv3.WithPrevKV()}
+	if w.bookmarks > 0 {
+		// The client hands progress notifications only to watches that
+		// asked for them.
+		opts = append(opts, clientv3.WithProgressNotify())
+	}
+	wch := w.b.client.Watch(wctx, w.q.rangePrefix, opts...)
 	defer func() {
 		// Let the client wind the watch down without waiting for it: cut
 		// off from etcd, it may take a while to close the channel.
@@ -168,12 +256,28 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 			}
 		}()
 	}()
+	// idle fires when the watch has had nothing for the bookmark interval:
+	// then etcd is asked for a progress notification, which becomes a
+	// Bookmark.
+	var idleC <-chan time.Time
+	resetIdle := func() {}
+	if w.bookmarks > 0 {
+		idle := time.NewTimer(w.bookmarks)
+		defer idle.Stop()
+		idleC = idle.C
+		resetIdle = func() { idle.Reset(w.bookmarks) }
+	}
 	var items []item
 	for {
 		var resp clientv3.WatchResponse
 		var open bool
 		select {
 		case resp, open = <-wch:
+		case <-idleC:
+			// An error here shows in the watch itself; nothing to do.
+			_ = w.b.client.RequestProgress(wctx)
+			resetIdle()
+			continue
 		case <-ctx.Done():
 			// Closed. Do not wait for the channel: cut off from etcd, the
 			// client closes it only once it has reconnected.
@@ -185,8 +289,30 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 		if err := resp.Err(); err != nil {
 			return from, err
 		}
+		if idleC != nil {
+			resetIdle()
+		}
+		if resp.IsProgressNotify() {
+			if idleC == nil {
+				continue
+			}
+			// Every change up to the header's revision was sent on this
+			// watch: that revision is a resume point.
+			rev := resp.Header.Revision
+			running, endedNow := w.buf.TryPush(item{ev: eventq.Bookmark(strconv.FormatInt(rev, 10)), rev: rev})
+			if endedNow {
+				w.b.dropped.Add(1)
+			}
+			if !running {
+				return from, nil
+			}
+			continue
+		}
 		items = items[:0]
 		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision < from {
+				continue
+			}
 			it, ok, err := w.translate(ev)
 			if err != nil {
 				w.buf.End(err)
@@ -237,7 +363,7 @@ func (w *watch) translate(ev *clientv3.Event) (item, bool, error) {
 		if err != nil {
 			return item{}, false, err
 		}
-		return item{ev: eventq.NewEvent(res, false), rev: kv.ModRevision}, true, nil
+		return item{ev: eventq.NewEvent(res, false, ""), rev: kv.ModRevision}, true, nil
 	case mvccpb.DELETE:
 		if ev.PrevKv == nil {
 			return item{}, false, fmt.Errorf("%w: key %q at revision %d", errNoPrevKV, kv.Key, kv.ModRevision)
@@ -246,7 +372,7 @@ func (w *watch) translate(ev *clientv3.Event) (item, bool, error) {
 		if err != nil {
 			return item{}, false, err
 		}
-		return item{ev: eventq.NewEvent(res, true), rev: kv.ModRevision}, true, nil
+		return item{ev: eventq.NewEvent(res, true, strconv.FormatInt(kv.ModRevision, 10)), rev: kv.ModRevision}, true, nil
 	}
 	return item{}, false, fmt.Errorf("etcd: unknown event type %v", ev.Type)
 }
@@ -257,6 +383,13 @@ func (w *watch) translate(ev *clientv3.Event) (item, bool, error) {
 // ErrCompacted, or another etcd error. The events are the caller's to
 // read, shared with nobody else.
 func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
+	if w.first != nil {
+		var first *pbresource.WatchEvent
+		w.firstOnce.Do(func() { first = w.first })
+		if first != nil {
+			return first, nil
+		}
+	}
 	it, err := w.buf.Next(ctx)
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ type faultProxy struct {
 	// largest is the largest chunk read while slowed down, for messages.
 	largest int
 	pipes   []*pipe
-	conns []net.Conn
+	conns   []net.Conn
 }
 
 // pipe is the server-to-etcd direction of one connection.
