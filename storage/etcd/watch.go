@@ -58,10 +58,15 @@ var _ storage.ResumableBackend = (*Backend)(nil)
 // using etcd's own history: a watch resumed from version V is an etcd
 // watch from revision V+1, which etcd can start as long as it has not
 // compacted V away; after such a compaction the watch starts afresh with
-// NewSnapshot, the snapshot and EndOfSnapshot. Bookmarks are etcd's
-// progress notifications, asked for (RequestProgress) when the watch has
-// had nothing to deliver for opts.BookmarkInterval: etcd answers with its
-// current revision once every change up to it was sent on the watch.
+// NewSnapshot, the snapshot and EndOfSnapshot.
+//
+// It sends no bookmarks (opts.BookmarkInterval is ignored). etcd's progress
+// notifications would give them, but they are not safe to use here: etcd
+// answers a progress request for a whole watch stream at once, and one can
+// overtake the first events of a watch just created on the stream (seen
+// with etcd 3.7.3 under the conformance suite's racing writers: progress at
+// revision 75 before the events from 34 of a watch resumed from 33), which
+// would make a bookmark skip them.
 func (b *Backend) WatchListSince(ctx context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, opts storage.WatchOptions) (storage.Watch, error) {
 	q, err := b.keys.query(resType, tenancy, namePrefix)
 	if err != nil {
@@ -77,11 +82,11 @@ func (b *Backend) WatchListSince(ctx context.Context, resType storage.Unversione
 			return nil, err
 		}
 		if resumed {
-			return b.watchFrom(q, nil, false, since+1, opts.BookmarkInterval, nil), nil
+			return b.watchFrom(q, nil, false, since+1, nil), nil
 		}
-		return b.snapshotWatch(ctx, q, opts.BookmarkInterval, eventq.NewSnapshot())
+		return b.snapshotWatch(ctx, q, eventq.NewSnapshot())
 	}
-	return b.snapshotWatch(ctx, q, opts.BookmarkInterval, nil)
+	return b.snapshotWatch(ctx, q, nil)
 }
 
 // resumable reports whether etcd still has every change after revision
@@ -114,7 +119,7 @@ func (b *Backend) resumable(ctx context.Context, q query, since int64) (bool, er
 // snapshotWatch reads the matching resources at one revision R and starts
 // a watch that hands out first (if not nil), the snapshot, EndOfSnapshot
 // at R, then the changes from R+1 on.
-func (b *Backend) snapshotWatch(ctx context.Context, q query, bookmarks time.Duration, first *pbresource.WatchEvent) (storage.Watch, error) {
+func (b *Backend) snapshotWatch(ctx context.Context, q query, first *pbresource.WatchEvent) (storage.Watch, error) {
 	resp, err := b.get(ctx, storage.EventualConsistency, q.rangePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -127,20 +132,19 @@ func (b *Backend) snapshotWatch(ctx context.Context, q query, bookmarks time.Dur
 	if b.beforeWatch != nil {
 		b.beforeWatch(rev)
 	}
-	return b.watchFrom(q, snap, true, rev+1, bookmarks, first), nil
+	return b.watchFrom(q, snap, true, rev+1, first), nil
 }
 
 // watchFrom starts a watch that hands out first (if not nil), then, if
 // withSnapshot, snap and EndOfSnapshot, then the changes from revision
 // from on. Without a snapshot it is a resumed watch: changes only.
-func (b *Backend) watchFrom(q query, snap []*pbresource.Resource, withSnapshot bool, from int64, bookmarks time.Duration, first *pbresource.WatchEvent) *watch {
+func (b *Backend) watchFrom(q query, snap []*pbresource.Resource, withSnapshot bool, from int64, first *pbresource.WatchEvent) *watch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watch{
-		b:         b,
-		q:         q,
-		stopped:   make(chan struct{}),
-		bookmarks: bookmarks,
-		first:     first,
+		b:       b,
+		q:       q,
+		stopped: make(chan struct{}),
+		first:   first,
 	}
 	// Ending the watch, for whatever reason, stops the etcd watch.
 	if !withSnapshot {
@@ -176,7 +180,6 @@ type watch struct {
 	q         query
 	buf       *eventq.Queue[item]
 	stopped   chan struct{}          // closed when run returns
-	bookmarks time.Duration          // ask for progress after this long idle; 0: never
 	first     *pbresource.WatchEvent // handed out before anything else, if not nil
 	firstOnce sync.Once
 }
@@ -234,19 +237,7 @@ func (w *watch) run(ctx context.Context, from int64) {
 func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	// The etcd watch starts one revision early and skips that revision's
-	// events, which were delivered already (or are in the snapshot): etcd
-	// sends a progress notification only once every watch on the stream
-	// has started at or before its current revision, and a watch from the
-	// next revision would hold bookmarks back until the next write.
-	start := max(from-1, 1)
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(start), clientv3.WithPrevKV()}
-	if w.bookmarks > 0 {
-		// The client hands progress notifications only to watches that
-		// asked for them.
-		opts = append(opts, clientv3.WithProgressNotify())
-	}
-	wch := w.b.client.Watch(wctx, w.q.rangePrefix, opts...)
+	wch := w.b.client.Watch(wctx, w.q.rangePrefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
 	defer func() {
 		// Let the client wind the watch down without waiting for it: cut
 		// off from etcd, it may take a while to close the channel.
@@ -256,28 +247,12 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 			}
 		}()
 	}()
-	// idle fires when the watch has had nothing for the bookmark interval:
-	// then etcd is asked for a progress notification, which becomes a
-	// Bookmark.
-	var idleC <-chan time.Time
-	resetIdle := func() {}
-	if w.bookmarks > 0 {
-		idle := time.NewTimer(w.bookmarks)
-		defer idle.Stop()
-		idleC = idle.C
-		resetIdle = func() { idle.Reset(w.bookmarks) }
-	}
 	var items []item
 	for {
 		var resp clientv3.WatchResponse
 		var open bool
 		select {
 		case resp, open = <-wch:
-		case <-idleC:
-			// An error here shows in the watch itself; nothing to do.
-			_ = w.b.client.RequestProgress(wctx)
-			resetIdle()
-			continue
 		case <-ctx.Done():
 			// Closed. Do not wait for the channel: cut off from etcd, the
 			// client closes it only once it has reconnected.
@@ -289,30 +264,8 @@ func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int
 		if err := resp.Err(); err != nil {
 			return from, err
 		}
-		if idleC != nil {
-			resetIdle()
-		}
-		if resp.IsProgressNotify() {
-			if idleC == nil {
-				continue
-			}
-			// Every change up to the header's revision was sent on this
-			// watch: that revision is a resume point.
-			rev := resp.Header.Revision
-			running, endedNow := w.buf.TryPush(item{ev: eventq.Bookmark(strconv.FormatInt(rev, 10)), rev: rev})
-			if endedNow {
-				w.b.dropped.Add(1)
-			}
-			if !running {
-				return from, nil
-			}
-			continue
-		}
 		items = items[:0]
 		for _, ev := range resp.Events {
-			if ev.Kv.ModRevision < from {
-				continue
-			}
 			it, ok, err := w.translate(ev)
 			if err != nil {
 				w.buf.End(err)
