@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,16 @@ type cacheWatcher struct {
 // primed. Afterwards every change is applied to the cache and then passed
 // to sink, in stream order, from this goroutine. The type must have been
 // added to the cache. Run returns nil when ctx ends.
+//
+// A broken stream is re-opened from the last version the cache has seen
+// (WatchListRequest.since_version, with bookmarks so that a quiet type's
+// resume point advances too): a server that still has every change since
+// then sends only those, and the cache is current again without a new
+// snapshot. Otherwise the server says so (a NewSnapshot event) and sends
+// a snapshot, which replaces the type's content as at the start. A server
+// that ignores since_version (Consul) sends a snapshot without warning;
+// its first resource older than the resume point, or its EndOfSnapshot,
+// gives it away, and it is handled as a snapshot too.
 func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) error {
 	if !w.Cache.HasType(typ) {
 		return fmt.Errorf("type %s was not added to the cache", resource.TypeString(typ))
@@ -60,15 +71,23 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 			once.Do(primed)
 		}
 	}
+	var resume resumePoint
 	for {
-		gotSnapshot, err := w.watchOnce(ctx, typ, sink, markPrimed)
+		current, err := w.watchOnce(ctx, typ, &resume, sink, markPrimed)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if gotSnapshot {
+		if current {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
+		if resume.refused(err) {
+			// The server does not know the resume point (it restarted with
+			// an empty store, say): start afresh, at once.
+			logger.Debug("cannot resume the watch; watching afresh", "error", err, "since_version", resume.version)
+			resume = resumePoint{}
+			continue
+		}
 		if isSetupError(err) {
 			// Retrying will not help until someone fixes the setup (e.g.
 			// registers the type on the server, or gives the Manager a
@@ -87,9 +106,11 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	}
 }
 
-// watchOnce runs one stream to its end. It reports whether the stream got
-// as far as its EndOfSnapshot.
-func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) (bool, error) {
+// watchOnce runs one stream to its end, resuming from resume if it is
+// set and keeping it up to date. It reports whether the cache was current
+// at some point of the stream (it got as far as its EndOfSnapshot, or
+// resumed).
+func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resume *resumePoint, sink func(cache.Event), primed func()) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Events are immutable (see the resource package doc): the cache keeps
@@ -98,36 +119,58 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink
 	// that shares its Type and Tenancy with the stream's others
 	// (internal/pbdecode); the in-process client ignores call options.
 	stream, err := w.Client.WatchList(ctx, &pbresource.WatchListRequest{
-		Type:    typ,
-		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+		Type:         typ,
+		Tenancy:      &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+		SinceVersion: resume.version,
+		Bookmarks:    true,
 	}, grpc.ForceCodecV2(pbdecode.NewCodec()))
 	if err != nil {
 		return false, err
 	}
+	// resuming: the stream may be the changes after resume.version, as
+	// asked, and its events are applied at once. If it proves to be a
+	// snapshot after all, what it upserted before that is in the cache
+	// with a version after resumedFrom (see snapshotEnd).
+	resuming := resume.version != ""
+	inSnapshot := !resuming
+	resumedFrom := *resume
+	// unannounced: a snapshot that comes without NewSnapshot (the server
+	// ignored since_version) may have been applied in part already.
+	unannounced := resuming
 	var snapshot []*pbresource.Resource
-	inSnapshot := true
+	current := false
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = status.Error(codes.Unavailable, "watch stream closed by the server")
 			}
-			return !inSnapshot, err
+			return current, err
 		}
 		switch e := ev.Event.(type) {
+		case *pbresource.WatchEvent_NewSnapshot_:
+			// The server cannot resume: a snapshot follows.
+			resuming, inSnapshot, unannounced, snapshot = false, true, false, nil
 		case *pbresource.WatchEvent_Upsert_:
 			res := e.Upsert.GetResource()
 			if res.GetId() == nil {
 				continue
 			}
+			if resuming && !resume.before(res.Version) {
+				// Not a change after the resume point: the server ignored
+				// since_version and this is a snapshot.
+				resuming, inSnapshot = false, true
+			}
 			if inSnapshot {
 				snapshot = append(snapshot, res)
 				continue
 			}
+			current = true
 			old, err := w.Cache.Upsert(res)
 			if err != nil {
 				return true, err
 			}
+			resume.advance(res.Version)
 			sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
@@ -139,29 +182,121 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, sink
 				snapshot = dropID(snapshot, res.Id)
 				continue
 			}
+			current = true
 			old, err := w.Cache.Delete(res.Id)
 			if err != nil {
 				return true, err
 			}
+			resume.advance(e.Delete.GetVersion())
 			if old != nil {
 				sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
 			}
+		case *pbresource.WatchEvent_Bookmark_:
+			current = true
+			resume.advance(e.Bookmark.GetVersion())
 		case *pbresource.WatchEvent_EndOfSnapshot_:
-			if !inSnapshot {
+			if !inSnapshot && !resuming {
 				continue
 			}
-			inSnapshot = false
+			// A snapshot ends here (a resumed stream has no EndOfSnapshot:
+			// one that was "resuming" was a snapshot all along).
+			if unannounced {
+				if snapshot, err = w.appliedSince(typ, snapshot, resumedFrom); err != nil {
+					return true, err
+				}
+			}
+			resuming, inSnapshot, unannounced = false, false, false
 			events, err := w.Cache.Replace(typ, snapshot)
-			snapshot = nil
 			if err != nil {
 				return true, err
 			}
+			*resume = resumePoint{}
+			if v := e.EndOfSnapshot.GetVersion(); v != "" {
+				resume.advance(v)
+			} else {
+				// A server that does not say what the snapshot is consistent
+				// at: resuming from its newest resource may repeat changes
+				// the snapshot had, which the cache absorbs, and misses none.
+				for _, res := range snapshot {
+					resume.advance(res.Version)
+				}
+			}
+			snapshot = nil
+			current = true
 			for _, ev := range events {
 				sink(ev)
 			}
 			primed()
 		}
 	}
+}
+
+// appliedSince completes a snapshot that came unannounced on a stream
+// that asked to resume from p: its resources with versions after p were
+// applied to the cache as changes before it gave itself away, so they are
+// in the cache with such versions and not in snapshot. Rare (a server
+// that ignores since_version), so it reads the type's whole content.
+func (w *cacheWatcher) appliedSince(typ *pbresource.Type, snapshot []*pbresource.Resource, p resumePoint) ([]*pbresource.Resource, error) {
+	all, err := w.Cache.All(typ)
+	if err != nil {
+		return nil, err
+	}
+	in := make(map[string]bool, len(snapshot))
+	for _, res := range snapshot {
+		in[resource.IDString(res.Id)] = true
+	}
+	for _, res := range all {
+		if p.before(res.Version) && !in[resource.IDString(res.Id)] {
+			snapshot = append(snapshot, res)
+		}
+	}
+	return snapshot, nil
+}
+
+// resumePoint is the store version a cache's watch of one type has seen
+// everything up to, as a number; the zero value is none. Versions that are
+// not numbers turn resuming off.
+type resumePoint struct {
+	version string // as the server gave it; "" for none
+	n       uint64
+	broken  bool // a version was not a number: never resume
+}
+
+// advance moves the point to v if v is after it.
+func (p *resumePoint) advance(v string) {
+	if v == "" || p.broken {
+		return
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		*p = resumePoint{broken: true}
+		return
+	}
+	if n > p.n || p.version == "" {
+		p.version, p.n = v, n
+	}
+}
+
+// before reports whether the version v is after the point, i.e. a change
+// a resumed stream may send. Versions that are not numbers are not.
+func (p *resumePoint) before(v string) bool {
+	n, err := strconv.ParseUint(v, 10, 64)
+	return err == nil && n > p.n
+}
+
+// refused reports whether err is the server refusing to resume from the
+// point: a since_version it does not accept.
+func (p *resumePoint) refused(err error) bool {
+	if p.version == "" {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.OutOfRange:
+		return true
+	case codes.InvalidArgument:
+		return strings.Contains(status.Convert(err).Message(), "since_version")
+	}
+	return false
 }
 
 func dropID(list []*pbresource.Resource, id *pbresource.ID) []*pbresource.Resource {

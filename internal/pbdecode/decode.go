@@ -11,6 +11,7 @@
 package pbdecode
 
 import (
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -81,24 +82,50 @@ func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
 		return false // a second field merges with the first: the generic decoder knows how
 	}
 	if num == pblayout.WatchEventEndOfSnapshot {
+		version, ok := onlyVersion(&sub, pblayout.EndOfSnapshotVersion)
+		if !ok {
+			return false
+		}
+		ev.Event = &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{Version: version}}
+		return true
+	}
+	if num == pblayout.WatchEventBookmark {
+		version, ok := onlyVersion(&sub, pblayout.BookmarkVersion)
+		if !ok {
+			return false
+		}
+		ev.Event = &pbresource.WatchEvent_Bookmark_{Bookmark: &pbresource.WatchEvent_Bookmark{Version: version}}
+		return true
+	}
+	if num == pblayout.WatchEventNewSnapshot {
 		if len(sub.buf) != 0 {
 			return false
 		}
-		ev.Event = &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{}}
+		ev.Event = &pbresource.WatchEvent_NewSnapshot_{NewSnapshot: &pbresource.WatchEvent_NewSnapshot{}}
 		return true
 	}
 	if num != pblayout.WatchEventUpsert && num != pblayout.WatchEventDelete {
 		return false
 	}
 	var res *pbresource.Resource
+	var version string
 	if len(sub.buf) > 0 {
 		num, typ, _, bad := sub.next()
 		if bad || num != pblayout.EventResource || typ != protowire.BytesType {
 			return false
 		}
 		rr, ok := sub.sub()
-		if !ok || sub.pos != len(sub.buf) {
+		if !ok {
 			return false
+		}
+		if sub.pos != len(sub.buf) {
+			// A Delete's version may follow its resource.
+			if num == pblayout.WatchEventUpsert {
+				return false
+			}
+			if version, ok = onlyVersion(&sub, pblayout.DeleteVersion); !ok || version == "" {
+				return false
+			}
 		}
 		if res, ok = fastResource(&rr, &d.in); !ok {
 			return false
@@ -108,9 +135,26 @@ func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
 	if num == pblayout.WatchEventUpsert {
 		ev.Event = &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}
 	} else {
-		ev.Event = &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res}}
+		ev.Event = &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res, Version: version}}
 	}
 	return true
+}
+
+// onlyVersion reads what is left of r: nothing, or the string field num
+// alone, once. It copies the string (events' versions are few and short).
+func onlyVersion(r *fieldReader, num protowire.Number) (string, bool) {
+	if r.pos == len(r.buf) {
+		return "", true
+	}
+	n, typ, _, bad := r.next()
+	if bad || n != num || typ != protowire.BytesType {
+		return "", false
+	}
+	v, ok := r.str()
+	if !ok || r.pos != len(r.buf) {
+		return "", false
+	}
+	return strings.Clone(v), true
 }
 
 // fastResource decodes the Resource r reads when it holds only the fields

@@ -85,11 +85,21 @@ func randomEvent(rnd *rand.Rand) *pbresource.WatchEvent {
 	if rnd.IntN(10) > 0 {
 		res = randomResource(rnd)
 	}
-	switch rnd.IntN(5) {
+	// Versions of Deletes and EndOfSnapshots (Loom's resume points) are
+	// there or not, as from a server that reports them or not.
+	version := ""
+	if rnd.IntN(2) == 0 {
+		version = fmt.Sprint(rnd.Uint64())
+	}
+	switch rnd.IntN(7) {
 	case 0:
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res}}}
+		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res, Version: version}}}
 	case 1:
-		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{}}}
+		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{Version: version}}}
+	case 2:
+		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Bookmark_{Bookmark: &pbresource.WatchEvent_Bookmark{Version: version}}}
+	case 3:
+		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_NewSnapshot_{NewSnapshot: &pbresource.WatchEvent_NewSnapshot{}}}
 	default:
 		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}}
 	}

@@ -42,7 +42,12 @@ const (
 	WatchEventUpsert        protowire.Number = 1 // WatchEvent.Upsert
 	WatchEventDelete        protowire.Number = 2 // WatchEvent.Delete
 	WatchEventEndOfSnapshot protowire.Number = 3 // WatchEvent.EndOfSnapshot
+	WatchEventNewSnapshot   protowire.Number = 4 // WatchEvent.NewSnapshot
+	WatchEventBookmark      protowire.Number = 5 // WatchEvent.Bookmark
 	EventResource           protowire.Number = 1 // Resource, of Upsert and Delete
+	DeleteVersion           protowire.Number = 2 // string, of Delete
+	EndOfSnapshotVersion    protowire.Number = 1 // string, of EndOfSnapshot
+	BookmarkVersion         protowire.Number = 1 // string, of Bookmark
 )
 
 // The string fields of each message, indexed by field number (nil where the

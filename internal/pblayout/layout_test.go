@@ -135,18 +135,31 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 	events := (&pbresource.WatchEvent{}).ProtoReflect().Descriptor().Fields()
 	for num, name := range map[protowire.Number]protoreflect.Name{
 		WatchEventUpsert: "upsert", WatchEventDelete: "delete", WatchEventEndOfSnapshot: "end_of_snapshot",
+		WatchEventNewSnapshot: "new_snapshot", WatchEventBookmark: "bookmark",
 	} {
 		if fd := events.ByNumber(num); fd == nil || fd.Name() != name {
 			t.Errorf("WatchEvent field %d is not %s", num, name)
 		}
 	}
-	if n := events.Len(); n != 3 {
-		t.Errorf("WatchEvent has %d fields, want the 3 described", n)
+	if n := events.Len(); n != 5 {
+		t.Errorf("WatchEvent has %d fields, want the 5 described", n)
 	}
-	for _, name := range []protoreflect.Name{"upsert", "delete"} {
-		ev := events.ByName(name).Message().Fields()
-		if fd := ev.ByNumber(EventResource); ev.Len() != 1 || fd == nil || fd.Name() != "resource" {
-			t.Errorf("WatchEvent.%s is not one field resource = %d", name, EventResource)
+	// Each event's own fields, by number.
+	for event, want := range map[protoreflect.Name]map[protowire.Number]protoreflect.Name{
+		"upsert":          {EventResource: "resource"},
+		"delete":          {EventResource: "resource", DeleteVersion: "version"},
+		"end_of_snapshot": {EndOfSnapshotVersion: "version"},
+		"new_snapshot":    {},
+		"bookmark":        {BookmarkVersion: "version"},
+	} {
+		fields := events.ByName(event).Message().Fields()
+		if fields.Len() != len(want) {
+			t.Errorf("WatchEvent.%s has %d fields, want the %d described", event, fields.Len(), len(want))
+		}
+		for num, name := range want {
+			if fd := fields.ByNumber(num); fd == nil || fd.Name() != name {
+				t.Errorf("WatchEvent.%s field %d is not %s", event, num, name)
+			}
 		}
 	}
 	for num, name := range map[protowire.Number]protoreflect.Name{MapKey: "key", MapValue: "value"} {

@@ -57,6 +57,16 @@ type Options struct {
 	// test. Such a backend should test its limit some other way.
 	SkipSlowWatcher bool
 
+	// NoBookmarks says the backend sends no bookmarks (storage.
+	// ResumableBackend allows that): the Resume/Bookmarks test is skipped.
+	NoBookmarks bool
+
+	// Forget, if set, makes the backend forget the history of changes up
+	// to now (etcd: a compaction at the current revision), for the
+	// Resume/TooOld test of a backend that keeps history for long. The
+	// test's writes are made before it is called.
+	Forget func(t *testing.T, b storage.Backend)
+
 	// Timeout bounds every wait of the suite: an event to arrive, writes to
 	// complete. Zero means 30 seconds.
 	Timeout time.Duration

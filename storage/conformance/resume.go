@@ -252,6 +252,9 @@ func (s *suite) testResumeTooOld(t *testing.T) {
 	for i := range s.opts.SlowWatcherWrites {
 		churn = update(t, b, churn, "k", fmt.Sprint(i))
 	}
+	if s.opts.Forget != nil {
+		s.opts.Forget(t, b)
+	}
 	w, err := rb.WatchListSince(ctx, artist, defaultTenancy, "", storage.WatchOptions{SinceVersion: first.Version})
 	require.NoError(t, err)
 	defer w.Close()
@@ -269,6 +272,9 @@ func (s *suite) testResumeTooOld(t *testing.T) {
 // snapshot, at the store's current version, which moves with changes the
 // watch does not match; resuming from a bookmark misses nothing.
 func (s *suite) testBookmarks(t *testing.T) {
+	if s.opts.NoBookmarks {
+		t.Skip("the backend sends no bookmarks (Options.NoBookmarks)")
+	}
 	b := s.newBackend(t)
 	rb := resumable(t, b)
 	ctx := s.ctx(t)

@@ -232,7 +232,7 @@ func BenchmarkW9(b *testing.B) {
 		q, err := be.keys.query(typ, &pbresource.Tenancy{Partition: storage.Wildcard, Namespace: storage.Wildcard}, "")
 		must(b, err)
 		pair(b, 1, func(int) {
-			w := be.watchFrom(q, nil, from)
+			w := be.watchFrom(q, nil, true, from, nil)
 			defer w.Close()
 			ev, err := w.Next(ctx)
 			must(b, err)

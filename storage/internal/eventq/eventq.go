@@ -67,6 +67,14 @@ func New[T any](limit int, snapshot []*pbresource.Resource, snapItem func(*pbres
 	}
 }
 
+// NewChanges returns a queue that hands out only what is pushed: no
+// snapshot and no EndOfSnapshot, for a watch that resumes.
+func NewChanges[T any](limit int, onEnd func()) *Queue[T] {
+	q := New[T](limit, nil, nil, *new(T), onEnd)
+	q.sentEOS = true
+	return q
+}
+
 // Push appends items, or ends the watch with storage.ErrWatchTooSlow when
 // they do not fit. It reports whether the watch is still running, and never
 // blocks on the consumer.
@@ -249,11 +257,13 @@ type deleteEvent struct {
 	delete pbresource.WatchEvent_Delete
 }
 
-// NewEvent returns an Upsert event for res, or a Delete event when deleted.
-func NewEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
+// NewEvent returns an Upsert event for res, or a Delete event when deleted
+// (at store version deletedAt, "" when the backend does not say).
+func NewEvent(res *pbresource.Resource, deleted bool, deletedAt string) *pbresource.WatchEvent {
 	if deleted {
 		b := new(deleteEvent)
 		b.delete.Resource = res
+		b.delete.Version = deletedAt
 		b.oneof.Delete = &b.delete
 		b.ev.Event = &b.oneof
 		return &b.ev
@@ -265,12 +275,28 @@ func NewEvent(res *pbresource.Resource, deleted bool) *pbresource.WatchEvent {
 	return &b.ev
 }
 
-// EndOfSnapshot returns an EndOfSnapshot event.
-func EndOfSnapshot() *pbresource.WatchEvent {
+// EndOfSnapshot returns an EndOfSnapshot event for a snapshot consistent
+// at version ("" when the backend does not say).
+func EndOfSnapshot(version string) *pbresource.WatchEvent {
 	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{
-		EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{},
+		EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{Version: version},
+	}}
+}
+
+// NewSnapshot returns a NewSnapshot event: a watch asked to resume cannot,
+// and a snapshot follows.
+func NewSnapshot() *pbresource.WatchEvent {
+	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_NewSnapshot_{
+		NewSnapshot: &pbresource.WatchEvent_NewSnapshot{},
+	}}
+}
+
+// Bookmark returns a Bookmark event at version.
+func Bookmark(version string) *pbresource.WatchEvent {
+	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Bookmark_{
+		Bookmark: &pbresource.WatchEvent_Bookmark{Version: version},
 	}}
 }
 
 // Upsert turns a snapshot resource into its Upsert event.
-func Upsert(res *pbresource.Resource) *pbresource.WatchEvent { return NewEvent(res, false) }
+func Upsert(res *pbresource.Resource) *pbresource.WatchEvent { return NewEvent(res, false, "") }
