@@ -65,8 +65,8 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	logger = logger.With("type", resource.TypeString(typ))
 	// Jitter: after a server restart every client re-opens its streams at
 	// once; spreading them out spares the server.
-	retryMin := orDefault(w.RetryMin, 10*time.Millisecond)
-	bo := retry.NewBackOff(retryMin, orDefault(w.RetryMax, 5*time.Second),
+	retryMin, retryMax := orDefault(w.RetryMin, 10*time.Millisecond), orDefault(w.RetryMax, 5*time.Second)
+	bo := retry.NewBackOff(retryMin, retryMax,
 		backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor))
 	var once sync.Once
 	markPrimed := func() {
@@ -76,10 +76,15 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	}
 	var resume resumePoint
 	for {
+		opened := time.Now()
 		current, err := w.watchOnce(ctx, typ, &resume, sink, markPrimed)
 		if ctx.Err() != nil {
 			return nil
 		}
+		// A stream that lasted longer than the longest backoff was healthy
+		// too, even if it brought nothing (a resumed stream of a quiet type
+		// on a server without bookmarks).
+		current = current || time.Since(opened) > retryMax
 		var wait time.Duration
 		if current {
 			// The stream was healthy: re-open it soon (it resumes), after
