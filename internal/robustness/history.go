@@ -135,7 +135,8 @@ const StatusKey = "robustness"
 const LabelKey = "label"
 
 // stateOf returns what the checks compare of res. A resource whose data is
-// not a Bar gets the baz "<undecodable>", which no write makes.
+// neither a Bar nor a Zip gets the baz "<undecodable>", which no write
+// makes; a Zip's zap is its baz.
 func stateOf(res *pbresource.Resource) State {
 	s := State{
 		Name:       res.GetId().GetName(),
@@ -148,10 +149,14 @@ func stateOf(res *pbresource.Resource) State {
 		Status:     res.GetStatus()[StatusKey].GetObservedGeneration(),
 	}
 	var bar pbfoov1.Bar
-	if err := res.GetData().UnmarshalTo(&bar); err != nil {
-		s.Baz = "<undecodable>"
-	} else {
+	var zip pbfoov1.Zip
+	switch {
+	case res.GetData().UnmarshalTo(&bar) == nil:
 		s.Baz = bar.Baz
+	case res.GetData().UnmarshalTo(&zip) == nil:
+		s.Baz = zip.Zap
+	default:
+		s.Baz = "<undecodable>"
 	}
 	return s
 }

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -28,6 +29,14 @@ func TestInMemory(t *testing.T) {
 			Verify(t, NewGRPCService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
 		})
 	}
+}
+
+// TestZip runs the workload on foo.v1.Zip, a partition-scoped type, as the
+// cluster test does (its servers run the Bar controller).
+func TestZip(t *testing.T) {
+	cfg := ConfigFor(Seeds()[0])
+	cfg.Type = foo.ZipType
+	Verify(t, NewService(t, inmem.New(inmem.WithWatchBufferSize(16))), cfg)
 }
 
 // brokenCAS is a backend whose WriteCAS ignores the version it is given:
