@@ -36,6 +36,11 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
+// writes reports whether k changes the store.
+func (k Kind) writes() bool {
+	return k == KindWrite || k == KindWriteStatus || k == KindDelete
+}
+
 // Input is what a client asked for.
 type Input struct {
 	Kind    Kind
@@ -71,8 +76,9 @@ type State struct {
 type Output struct {
 	Code codes.Code // OK, or the error's code
 	// Unknown means the operation failed with a code that leaves its
-	// outcome open (Config.Indeterminate): it may or may not have taken
-	// effect.
+	// outcome open (Config.Indeterminate): a write may or may not have
+	// taken effect; a read or List returned nothing and is left out of
+	// the checks.
 	Unknown bool
 	Res     State   // the resource returned (Write, WriteStatus, Read)
 	List    []State // List's resources
@@ -235,7 +241,7 @@ func (h *History) acknowledged() map[string]map[string]State {
 func (h *History) maybe() func(State) bool {
 	unknown := make(map[string][]Input)
 	for _, op := range h.Ops {
-		if op.Output.Unknown || (op.Input.Kind == KindDelete && op.Output.Code == codes.OK) {
+		if (op.Output.Unknown && op.Input.Kind.writes()) || (op.Input.Kind == KindDelete && op.Output.Code == codes.OK) {
 			unknown[op.Input.Name] = append(unknown[op.Input.Name], op.Input)
 		}
 	}

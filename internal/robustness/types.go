@@ -11,31 +11,31 @@ import (
 	"github.com/loomrt/loom/resource"
 )
 
-// kindOf is the example type a run writes (see Config.Type): its type,
+// exampleType is the example type a run writes (see Config.Type): its type,
 // the tenancy of its resources, and how Input.Baz is carried in its data.
-type kindOf struct {
+type exampleType struct {
 	typ     *pbresource.Type
 	tenancy *pbresource.Tenancy
 	data    func(baz string) (*anypb.Any, error)
 }
 
-// kindFor returns the kindOf t: foo.v1.Bar when t is nil, or foo.v1.Zip.
-func kindFor(t *pbresource.Type) (kindOf, error) {
+// exampleFor returns the exampleType of t: foo.v1.Bar when t is nil, or foo.v1.Zip.
+func exampleFor(t *pbresource.Type) (exampleType, error) {
 	switch {
 	case t == nil || resource.EqualType(t, foo.BarV1Type):
-		return kindOf{
+		return exampleType{
 			typ:     copyType(foo.BarV1Type),
 			tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
 			data:    func(baz string) (*anypb.Any, error) { return anypb.New(&pbfoov1.Bar{Baz: baz}) },
 		}, nil
 	case resource.EqualType(t, foo.ZipType):
-		return kindOf{
+		return exampleType{
 			typ:     copyType(foo.ZipType),
 			tenancy: &pbresource.Tenancy{Partition: "default"},
 			data:    func(baz string) (*anypb.Any, error) { return anypb.New(&pbfoov1.Zip{Zap: baz}) },
 		}, nil
 	}
-	return kindOf{}, fmt.Errorf("the workload writes foo.v1.Bar or foo.v1.Zip, not %s", resource.TypeString(t))
+	return exampleType{}, fmt.Errorf("the workload writes foo.v1.Bar or foo.v1.Zip, not %s", resource.TypeString(t))
 }
 
 func copyType(t *pbresource.Type) *pbresource.Type {
@@ -44,11 +44,11 @@ func copyType(t *pbresource.Type) *pbresource.Type {
 
 // id returns the ID of the resource named name (with uid, if any), a new
 // one each time: the in-process service may normalize what it is sent.
-func (k kindOf) id(name, uid string) *pbresource.ID {
+func (k exampleType) id(name, uid string) *pbresource.ID {
 	return &pbresource.ID{Type: copyType(k.typ), Tenancy: k.ten(), Name: name, Uid: uid}
 }
 
 // ten returns a new copy of the tenancy of the run's resources.
-func (k kindOf) ten() *pbresource.Tenancy {
+func (k exampleType) ten() *pbresource.Tenancy {
 	return &pbresource.Tenancy{Partition: k.tenancy.Partition, Namespace: k.tenancy.Namespace}
 }
