@@ -231,4 +231,3 @@ func dialWithTimeout(t *testing.T, addr string, timeout time.Duration) pbresourc
 	t.Cleanup(func() { conn.Close() })
 	return pbresource.NewResourceServiceClient(conn)
 }
-
