@@ -4,6 +4,7 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -27,9 +28,11 @@ const (
 	historyOps     = 400
 	// opTimeout bounds each unary call of the workload: a call held by a
 	// fault ends with DeadlineExceeded, its outcome unknown.
-	opTimeout = 4 * time.Second
-	// holdFor is how long a server's link to etcd is held.
-	holdFor = 2 * time.Second
+	opTimeout = 1500 * time.Millisecond
+	// holdFor is how long a server's link to etcd is held: longer than
+	// opTimeout, so that its writes in flight reach etcd after their
+	// callers gave up.
+	holdFor = 3 * time.Second
 	// pace is the most a client waits between two operations, so that
 	// the run spans the faults.
 	pace = 8 * time.Millisecond
@@ -182,10 +185,12 @@ func TestClusterHistory(t *testing.T) {
 	checkStart := time.Now()
 	problems := h.Check(time.Minute)
 	unknown, settled := 0, 0
+	outcomes := map[string]int{} // by kind and code, for the log
 	for _, op := range h.Ops {
 		if op.Output.Unknown {
 			unknown++
 		}
+		outcomes[fmt.Sprintf("%s %s", op.Input.Kind, op.Output.Code)]++
 	}
 	for _, w := range h.Watches {
 		if w.Settled {
@@ -194,6 +199,7 @@ func TestClusterHistory(t *testing.T) {
 	}
 	t.Logf("seed %d: %d operations (%d of unknown outcome), %d watches (%d settled at the end); ran %s, checked in %s",
 		seed, len(h.Ops), unknown, len(h.Watches), settled, runTime.Round(time.Millisecond), time.Since(checkStart).Round(time.Millisecond))
+	t.Logf("outcomes: %v", outcomes)
 	if len(problems) > 0 {
 		t.Fatalf("robustness check failed with seed %d (rerun with -robustness.seed=%d):\n%s", seed, seed, strings.Join(problems, "\n"))
 	}
