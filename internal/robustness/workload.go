@@ -174,6 +174,9 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 	h.Final = make(map[string]State)
 	for _, name := range append(names, sentinel) {
 		op := last.read(ctx, Input{Kind: KindReadStrong, Name: name})
+		for try := 0; op.Output.Unknown && try < 10; try++ {
+			op = last.read(ctx, Input{Kind: KindReadStrong, Name: name})
+		}
 		switch op.Output.Code {
 		case codes.OK:
 			h.Final[name] = op.Output.Res
