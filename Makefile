@@ -68,7 +68,8 @@ robustness:
 
 # The multi-process test of Loom on etcd: a 3-member etcd cluster and 3
 # `loom server -storage etcd` processes on loopback, the leading server and
-# etcd's leader killed, then the next leader frozen, while a client writes
+# etcd's leader killed, then the next leader frozen, while a client writes;
+# and the porcupine-checked history across 3 servers under such faults
 # (storage/etcd/clustertest). Not part of `make test`; it builds the binaries
 # itself and needs nothing installed but Go.
 test-cluster:

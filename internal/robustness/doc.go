@@ -29,5 +29,7 @@
 // moment after its call, or not at all. Config.Between lets a fault
 // injector act between operations, and Config.Connect spreads the clients
 // and watchers over several servers. They are for runs with faults such
-// as the multi-process cluster test's.
+// as the multi-process cluster test's, which also sets Config.Type to
+// foo.v1.Zip: its servers run the example Bar controller, whose writes
+// the model does not know.
 package robustness

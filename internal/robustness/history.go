@@ -36,6 +36,11 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
+// writes reports whether k changes the store.
+func (k Kind) writes() bool {
+	return k == KindWrite || k == KindWriteStatus || k == KindDelete
+}
+
 // Input is what a client asked for.
 type Input struct {
 	Kind    Kind
@@ -71,8 +76,9 @@ type State struct {
 type Output struct {
 	Code codes.Code // OK, or the error's code
 	// Unknown means the operation failed with a code that leaves its
-	// outcome open (Config.Indeterminate): it may or may not have taken
-	// effect.
+	// outcome open (Config.Indeterminate): a write may or may not have
+	// taken effect; a read or List returned nothing and is left out of
+	// the checks.
 	Unknown bool
 	Res     State   // the resource returned (Write, WriteStatus, Read)
 	List    []State // List's resources
@@ -135,7 +141,8 @@ const StatusKey = "robustness"
 const LabelKey = "label"
 
 // stateOf returns what the checks compare of res. A resource whose data is
-// not a Bar gets the baz "<undecodable>", which no write makes.
+// neither a Bar nor a Zip gets the baz "<undecodable>", which no write
+// makes; a Zip's zap is its baz.
 func stateOf(res *pbresource.Resource) State {
 	s := State{
 		Name:       res.GetId().GetName(),
@@ -148,10 +155,14 @@ func stateOf(res *pbresource.Resource) State {
 		Status:     res.GetStatus()[StatusKey].GetObservedGeneration(),
 	}
 	var bar pbfoov1.Bar
-	if err := res.GetData().UnmarshalTo(&bar); err != nil {
-		s.Baz = "<undecodable>"
-	} else {
+	var zip pbfoov1.Zip
+	switch {
+	case res.GetData().UnmarshalTo(&bar) == nil:
 		s.Baz = bar.Baz
+	case res.GetData().UnmarshalTo(&zip) == nil:
+		s.Baz = zip.Zap
+	default:
+		s.Baz = "<undecodable>"
 	}
 	return s
 }
@@ -230,7 +241,7 @@ func (h *History) acknowledged() map[string]map[string]State {
 func (h *History) maybe() func(State) bool {
 	unknown := make(map[string][]Input)
 	for _, op := range h.Ops {
-		if op.Output.Unknown || (op.Input.Kind == KindDelete && op.Output.Code == codes.OK) {
+		if (op.Output.Unknown && op.Input.Kind.writes()) || (op.Input.Kind == KindDelete && op.Output.Code == codes.OK) {
 			unknown[op.Input.Name] = append(unknown[op.Input.Name], op.Input)
 		}
 	}

@@ -349,6 +349,10 @@ func (h *History) linearizable(timeout time.Duration) []string {
 		switch op.Input.Kind {
 		case KindReadEventual, KindList:
 			continue
+		case KindReadStrong:
+			if op.Output.Unknown {
+				continue // it failed and returned nothing
+			}
 		}
 		ret := op.Return
 		if op.Output.Unknown {

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -28,6 +29,14 @@ func TestInMemory(t *testing.T) {
 			Verify(t, NewGRPCService(t, inmem.New(inmem.WithWatchBufferSize(16))), ConfigFor(seed))
 		})
 	}
+}
+
+// TestZip runs the workload on foo.v1.Zip, a partition-scoped type, as the
+// cluster test does (its servers run the Bar controller).
+func TestZip(t *testing.T) {
+	cfg := ConfigFor(Seeds()[0])
+	cfg.Type = foo.ZipType
+	Verify(t, NewService(t, inmem.New(inmem.WithWatchBufferSize(16))), cfg)
 }
 
 // brokenCAS is a backend whose WriteCAS ignores the version it is given:
@@ -112,7 +121,7 @@ func TestValidatorCatchesDroppedEvent(t *testing.T) {
 }
 
 // lossy is a backend that loses the response of some writes: it applies
-// one in every `every` WriteCAS and DeleteCAS calls and then reports
+// one in every `every` WriteCAS, DeleteCAS and Read calls and then reports
 // storage.ErrInconsistent (the service answers Unavailable), as a server
 // cut off from etcd after its write committed would.
 type lossy struct {
@@ -139,9 +148,18 @@ func (b *lossy) DeleteCAS(ctx context.Context, id *pbresource.ID, version string
 	return err
 }
 
+// Read fails one in every `every` reads with storage.ErrInconsistent (the
+// service answers Unavailable), as a server cut off from etcd would.
+func (b *lossy) Read(ctx context.Context, c storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
+	if b.lose() {
+		return nil, storage.ErrInconsistent
+	}
+	return b.Backend.Read(ctx, c, id)
+}
+
 // TestLostResponses checks the hook the multi-process run needs: writes
 // whose outcome is unknown (Config.Indeterminate) are checked as having
-// happened or not, and the checks still pass on a correct service that
+// happened or not, reads that failed so as having returned nothing, and the checks still pass on a correct service that
 // loses responses, while the same run without the hook reports the errors.
 func TestLostResponses(t *testing.T) {
 	for _, seed := range Seeds() {

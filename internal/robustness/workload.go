@@ -14,10 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/loomrt/loom/examples/foo"
-	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -47,13 +44,15 @@ type Config struct {
 	Finalizers bool
 	// Between, when set, runs before each client operation; a fault
 	// injector (e.g. the cluster test's) may block or act in it. It gets
-	// the client's number and its random source.
-	Between func(client int, rng *rand.Rand)
-	// Indeterminate, when set, tells which errors of a Write, WriteStatus
-	// or Delete leave its outcome open (e.g. Unavailable or
-	// DeadlineExceeded once servers or etcd members fail): such operations
-	// are checked as having taken effect or not (Output.Unknown). Without
-	// it, every error the model does not expect fails the check.
+	// the client's number and its random source; when it returns false,
+	// the client runs no more operations (its server is gone, say).
+	Between func(client int, rng *rand.Rand) bool
+	// Indeterminate, when set, tells which errors leave an operation's
+	// outcome open (e.g. Unavailable or DeadlineExceeded once servers or
+	// etcd members fail): such a Write, WriteStatus or Delete is checked
+	// as having taken effect or not, and such a Read or List as having
+	// returned nothing (Output.Unknown). Without it, every error the model
+	// does not expect fails the check.
 	Indeterminate func(codes.Code) bool
 	// Connect, when set, gives each client (0 to Clients-1), watcher
 	// (Clients to Clients+Watchers-1) and the run's final steps
@@ -62,6 +61,11 @@ type Config struct {
 	// Eventual reads are only held monotonic against reads and events of
 	// the same server.
 	Connect func(i int) (client pbresource.ResourceServiceClient, server int)
+	// Type is the example type written: foo.v1.Bar (nil, the default) or
+	// foo.v1.Zip, which no example controller writes to (the servers of
+	// the cluster test run the Bar controller, whose writes the model
+	// does not know).
+	Type *pbresource.Type
 }
 
 func (c *Config) defaults() {
@@ -100,21 +104,15 @@ const sentinel = "sentinel"
 // fakeUid is a well-formed Uid that no resource has.
 const fakeUid = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
-// barID returns the ID of the Bar named name in the default tenancy.
-func barID(name, uid string) *pbresource.ID {
-	return &pbresource.ID{
-		Type:    &pbresource.Type{Group: foo.BarV1Type.Group, GroupVersion: foo.BarV1Type.GroupVersion, Kind: foo.BarV1Type.Kind},
-		Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
-		Name:    name,
-		Uid:     uid,
-	}
-}
-
 // Run runs the workload of cfg against client and returns its history. It
 // returns an error only when the run itself could not finish (ctx ended,
 // the last write failed); what the checks find is for Check.
 func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Config) (*History, error) {
 	cfg.defaults()
+	ex, err := exampleFor(cfg.Type)
+	if err != nil {
+		return nil, err
+	}
 	h := newHistory(cfg.Seed)
 	names := make([]string, cfg.Names)
 	for i := range names {
@@ -129,7 +127,7 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 			defer watchers.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(1000+i)))
 			wclient, server := cfg.connect(client, cfg.Clients+i)
-			runWatcher(ctx, wclient, server, h, i, rng, cfg.SlowWatcher && i == 0, &settle)
+			runWatcher(ctx, wclient, ex, server, h, i, rng, cfg.SlowWatcher && i == 0, &settle)
 		}()
 	}
 
@@ -140,14 +138,14 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 			defer clients.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(c)))
 			cclient, server := cfg.connect(client, c)
-			cl := &runner{id: c, client: cclient, server: server, h: h, rng: rng, names: names, known: make(map[string]State),
+			cl := &runner{id: c, ex: ex, client: cclient, server: server, h: h, rng: rng, names: names, known: make(map[string]State),
 				indeterminate: cfg.Indeterminate, finalizers: cfg.Finalizers}
 			for range cfg.Ops {
 				if ctx.Err() != nil {
 					return
 				}
-				if cfg.Between != nil {
-					cfg.Between(c, rng)
+				if cfg.Between != nil && !cfg.Between(c, rng) {
+					return
 				}
 				cl.step(ctx)
 			}
@@ -162,7 +160,7 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 	// The last write, then every watch catches up with it, then the final
 	// state of the store.
 	lclient, server := cfg.connect(client, cfg.Clients+cfg.Watchers)
-	last := &runner{id: cfg.Clients, client: lclient, server: server, h: h, names: names, known: make(map[string]State),
+	last := &runner{id: cfg.Clients, ex: ex, client: lclient, server: server, h: h, names: names, known: make(map[string]State),
 		indeterminate: cfg.Indeterminate}
 	end := last.write(ctx, Input{Kind: KindWrite, Name: sentinel, Baz: "end"})
 	for try := 0; end.Output.Unknown && try < 10; try++ {
@@ -176,6 +174,9 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 	h.Final = make(map[string]State)
 	for _, name := range append(names, sentinel) {
 		op := last.read(ctx, Input{Kind: KindReadStrong, Name: name})
+		for try := 0; op.Output.Unknown && try < 10; try++ {
+			op = last.read(ctx, Input{Kind: KindReadStrong, Name: name})
+		}
 		switch op.Output.Code {
 		case codes.OK:
 			h.Final[name] = op.Output.Res
@@ -190,6 +191,7 @@ func Run(ctx context.Context, client pbresource.ResourceServiceClient, cfg Confi
 // runner is one client.
 type runner struct {
 	id     int
+	ex     exampleType
 	client pbresource.ResourceServiceClient
 	server int // see Config.Connect
 	h      *History
@@ -282,8 +284,8 @@ func (r *runner) write(ctx context.Context, in Input) Op {
 	var err error
 	switch in.Kind {
 	case KindWrite:
-		data, _ := anypb.New(&pbfoov1.Bar{Baz: in.Baz})
-		w := &pbresource.Resource{Id: barID(in.Name, in.Uid), Version: in.Version, Data: data}
+		data, _ := r.ex.data(in.Baz)
+		w := &pbresource.Resource{Id: r.ex.id(in.Name, in.Uid), Version: in.Version, Data: data}
 		for k, v := range map[string]string{LabelKey: in.Label, resource.FinalizerKey: in.Finalizers, resource.DeletionTimestampKey: in.Deletion} {
 			if v == "" {
 				continue
@@ -300,14 +302,14 @@ func (r *runner) write(ctx context.Context, in Input) Op {
 	case KindWriteStatus:
 		var rsp *pbresource.WriteStatusResponse
 		rsp, err = r.client.WriteStatus(ctx, &pbresource.WriteStatusRequest{
-			Id: barID(in.Name, in.Uid), Version: in.Version, Key: StatusKey,
+			Id: r.ex.id(in.Name, in.Uid), Version: in.Version, Key: StatusKey,
 			Status: &pbresource.Status{ObservedGeneration: in.Status},
 		})
 		if err == nil {
 			res = rsp.Resource
 		}
 	case KindDelete:
-		_, err = r.client.Delete(ctx, &pbresource.DeleteRequest{Id: barID(in.Name, in.Uid), Version: in.Version})
+		_, err = r.client.Delete(ctx, &pbresource.DeleteRequest{Id: r.ex.id(in.Name, in.Uid), Version: in.Version})
 	}
 	op.Return = r.h.now()
 	return r.record(op, res, err)
@@ -319,7 +321,7 @@ func (r *runner) read(ctx context.Context, in Input) Op {
 		ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	}
 	op := Op{Client: r.id, Server: r.server, Input: in, Call: r.h.now()}
-	rsp, err := r.client.Read(ctx, &pbresource.ReadRequest{Id: barID(in.Name, "")})
+	rsp, err := r.client.Read(ctx, &pbresource.ReadRequest{Id: r.ex.id(in.Name, "")})
 	op.Return = r.h.now()
 	return r.record(op, rsp.GetResource(), err)
 }
@@ -328,7 +330,7 @@ func (r *runner) read(ctx context.Context, in Input) Op {
 func (r *runner) list(ctx context.Context) {
 	op := Op{Client: r.id, Server: r.server, Input: Input{Kind: KindList}, Call: r.h.now()}
 	rsp, err := r.client.List(ctx, &pbresource.ListRequest{
-		Type: barID("", "").Type, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
+		Type: copyType(r.ex.typ), Tenancy: r.ex.ten(),
 	})
 	op.Return = r.h.now()
 	if err == nil {
@@ -345,10 +347,7 @@ func (r *runner) record(op Op, res *pbresource.Resource, err error) Op {
 	if err != nil {
 		op.Output.Code = status.Code(err)
 		op.Err = err.Error()
-		switch op.Input.Kind {
-		case KindWrite, KindWriteStatus, KindDelete:
-			op.Output.Unknown = r.indeterminate != nil && r.indeterminate(op.Output.Code)
-		}
+		op.Output.Unknown = r.indeterminate != nil && r.indeterminate(op.Output.Code)
 	} else if res != nil {
 		op.Output.Res = stateOf(res)
 		r.see(op.Output.Res)
@@ -369,7 +368,7 @@ func (r *runner) see(s State) {
 // by one of its streams, which is then Settled. Until then, it breaks
 // every stream off after a random number of events (below 300) and opens
 // a new one.
-func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, server int, h *History, id int, rng *rand.Rand,
+func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex exampleType, server int, h *History, id int, rng *rand.Rand,
 	slow bool, settle *atomic.Uint64,
 ) {
 	var deadline time.Time // for settling, once the last write is known
@@ -378,7 +377,7 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, se
 		h.addWatch(rec)
 		wctx, cancel := context.WithCancel(ctx)
 		stream, err := client.WatchList(wctx, &pbresource.WatchListRequest{
-			Type: barID("", "").Type, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
+			Type: copyType(ex.typ), Tenancy: ex.ten(),
 		})
 		if err != nil {
 			rec.End = err.Error()

@@ -134,54 +134,11 @@ func (s *loomServer) releaseEtcd() {
 // in overlapping terms.
 func TestCluster(t *testing.T) {
 	began := time.Now()
-	dir := t.TempDir()
-	// The servers run with the race detector when it is available: the
-	// failover paths run for real only here. etcd is etcd's business.
-	var loomFlags []string
-	if raceEnabled(t) {
-		loomFlags = []string{"-race"}
-	}
-	bins := build(t, dir, loomFlags, "./cmd/loom")
-	for k, v := range build(t, dir, nil, "./storage/etcd/internal/etcdmember") {
-		bins[k] = v
-	}
-	t.Logf("built the binaries (loom %v) in %s", loomFlags, time.Since(began).Round(time.Millisecond))
-
-	members := startEtcdCluster(t, dir, bins["./storage/etcd/internal/etcdmember"])
-	var endpoints []string
-	for _, m := range members {
-		endpoints = append(endpoints, m.clientURL)
-	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Close() })
-
-	servers := make([]*loomServer, 3)
-	for i := range servers {
-		servers[i] = startLoom(t, dir, bins["./cmd/loom"], fmt.Sprintf("loom-%d", i+1), endpoints)
-	}
-	dumpOnFailure(t, members, servers)
-	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
+	c := startCluster(t)
+	members, etcd, servers := c.members, c.etcd, c.servers
 
 	// One server leads.
-	var leader *loomServer
-	if err := poll(time.Now().Add(15*time.Second), func() error {
-		var leading []*loomServer
-		for _, s := range servers {
-			if currentTerm(s) != 0 {
-				leading = append(leading, s)
-			}
-		}
-		if len(leading) != 1 {
-			return fmt.Errorf("%d servers lead, want 1", len(leading))
-		}
-		leader = leading[0]
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	leader := leadingServer(t, servers)
 	firstTerm := currentTerm(leader)
 	t.Logf("%s leads, term %d", leader.node, firstTerm)
 
@@ -342,7 +299,11 @@ func TestCluster(t *testing.T) {
 				paused.node, attempt, inFlightBytes, largest)
 		}
 		w.write(ctx, t, "in-flight", fmt.Sprintf("attempt %d", attempt))
-		inFlight = poll(time.Now().Add(3*time.Second), func() error {
+		// The controller gets to the Bar after the keep Bars queued before
+		// it, each reconciled over the slowed link (and retried when the
+		// writer changed it meanwhile): a while on a busy machine, and each
+		// new attempt changes the Bar under it again.
+		inFlight = poll(time.Now().Add(8*time.Second), func() error {
 			if !paused.holdIfWriteInFlight(inFlightBytes) {
 				return errors.New("no write in flight")
 			}
@@ -379,13 +340,25 @@ func TestCluster(t *testing.T) {
 	}
 	resumedAt := time.Now()
 	paused.signal(syscall.SIGCONT)
+	// Every singleton controller of its term stops (the Bar controller
+	// once its refused write returned, so the refusal is logged by then).
 	if err := poll(resumedAt.Add(5*time.Second), func() error {
+		started, stopped := 0, 0
 		for _, l := range paused.logLines() {
-			if l.Message == "singleton controller stopped" && l.int64Field("term") == pausedTerm && l.Time.After(resumedAt) {
-				return nil
+			if l.int64Field("term") != pausedTerm {
+				continue
+			}
+			switch {
+			case l.Message == "singleton controller starting":
+				started++
+			case l.Message == "singleton controller stopped" && l.Time.After(resumedAt):
+				stopped++
 			}
 		}
-		return fmt.Errorf("%s has not stopped its controllers of term %d since it woke up", paused.node, pausedTerm)
+		if started == 0 || stopped < started {
+			return fmt.Errorf("%s has stopped %d of its %d controllers of term %d since it woke up", paused.node, stopped, started, pausedTerm)
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -459,6 +432,74 @@ func TestCluster(t *testing.T) {
 		_ = m.stop(10 * time.Second)
 	}
 	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
+}
+
+// testCluster is the etcd cluster and the loom servers of one test.
+type testCluster struct {
+	members []*etcdMember
+	etcd    *clientv3.Client // a client of every member
+	servers []*loomServer
+}
+
+// startCluster builds the binaries, starts a 3-member etcd cluster and 3
+// loom servers on it, and dumps their logs if the test fails.
+func startCluster(t *testing.T) *testCluster {
+	t.Helper()
+	began := time.Now()
+	dir := t.TempDir()
+	// The servers run with the race detector when it is available: the
+	// failover paths run for real only here. etcd is etcd's business.
+	var loomFlags []string
+	if raceEnabled(t) {
+		loomFlags = []string{"-race"}
+	}
+	bins := build(t, dir, loomFlags, "./cmd/loom")
+	for k, v := range build(t, dir, nil, "./storage/etcd/internal/etcdmember") {
+		bins[k] = v
+	}
+	t.Logf("built the binaries (loom %v) in %s", loomFlags, time.Since(began).Round(time.Millisecond))
+
+	c := &testCluster{members: startEtcdCluster(t, dir, bins["./storage/etcd/internal/etcdmember"])}
+	var endpoints []string
+	for _, m := range c.members {
+		endpoints = append(endpoints, m.clientURL)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	c.etcd = etcd
+
+	c.servers = make([]*loomServer, 3)
+	for i := range c.servers {
+		c.servers[i] = startLoom(t, dir, bins["./cmd/loom"], fmt.Sprintf("loom-%d", i+1), endpoints)
+	}
+	dumpOnFailure(t, c.members, c.servers)
+	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
+	return c
+}
+
+// leadingServer waits until exactly one server leads, and returns it.
+func leadingServer(t *testing.T, servers []*loomServer) *loomServer {
+	t.Helper()
+	var leader *loomServer
+	if err := poll(time.Now().Add(15*time.Second), func() error {
+		var leading []*loomServer
+		for _, s := range servers {
+			if currentTerm(s) != 0 {
+				leading = append(leading, s)
+			}
+		}
+		if len(leading) != 1 {
+			return fmt.Errorf("%d servers lead, want 1", len(leading))
+		}
+		leader = leading[0]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return leader
 }
 
 // startEtcdCluster starts a 3-member etcd cluster of etcdmember processes
