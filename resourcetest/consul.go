@@ -72,6 +72,7 @@ func (c *consulClient) List(ctx context.Context, req *pbresource.ListRequest, op
 		}
 	}
 	rsp.Resources = kept
+	hideAll(rsp.Resources)
 	return rsp, nil
 }
 
@@ -156,7 +157,7 @@ func (s *consulStream) Recv() (*pbresource.WatchEvent, error) {
 			if res.GetId().GetType().GetGroupVersion() != s.gv {
 				continue
 			}
-			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res}}}, nil
+			return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: hide(res)}}}, nil
 		case *pbresource.WatchEvent_EndOfSnapshot_:
 			if s.done {
 				continue
@@ -180,7 +181,7 @@ func (s *consulStream) Recv() (*pbresource.WatchEvent, error) {
 }
 
 func upsertEvent(res *pbresource.Resource) *pbresource.WatchEvent {
-	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}}
+	return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: hide(res)}}}
 }
 
 func endOfSnapshot() *pbresource.WatchEvent {
