@@ -56,6 +56,11 @@ type cacheWatcher struct {
 // that ignores since_version (Consul) sends a snapshot without warning;
 // its first resource older than the resume point, or its EndOfSnapshot,
 // gives it away, and it is handled as a snapshot too.
+//
+// A snapshot without a version (Consul) may be stale: it is confirmed with
+// a consistent List, and the stream's changes that replay older states are
+// not applied (see confirm). Such a server keeps only typ's GroupVersion,
+// so its snapshot replaces only that GroupVersion in the cache.
 func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) error {
 	if !w.Cache.HasType(typ) {
 		return fmt.Errorf("type %s was not added to the cache", resource.TypeString(typ))
