@@ -19,7 +19,7 @@ func (c *Cache) UpsertNewer(res *pbresource.Resource) (old *pbresource.Resource,
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if prev, ok := tc.byID.get(idKeyOf(res.Id)); ok && prev.res.GetId().GetUid() == res.GetId().GetUid() &&
-		!VersionAfter(res.Version, prev.res.Version) {
+		!versionAfter(res.Version, prev.res.Version) {
 		return nil, false, nil
 	}
 	old, err = tc.upsert(res)
@@ -48,9 +48,9 @@ func (c *Cache) DeleteSame(id *pbresource.ID) (*pbresource.Resource, error) {
 	return tc.delete(k), nil
 }
 
-// VersionAfter reports whether version a is after b: as numbers when both
+// versionAfter reports whether version a is after b: as numbers when both
 // are, otherwise whenever they differ.
-func VersionAfter(a, b string) bool {
+func versionAfter(a, b string) bool {
 	x, errA := strconv.ParseUint(a, 10, 64)
 	y, errB := strconv.ParseUint(b, 10, 64)
 	if errA != nil || errB != nil {

@@ -64,10 +64,17 @@ func TestDeleteSame(t *testing.T) {
 	assert.Equal(t, 0, c.Len(artistType))
 }
 
-func TestVersionAfter(t *testing.T) {
-	assert.True(t, cache.VersionAfter("10", "9"))
-	assert.False(t, cache.VersionAfter("9", "10"))
-	assert.False(t, cache.VersionAfter("9", "9"))
-	assert.True(t, cache.VersionAfter("b", "a"), "versions that are not numbers differ")
-	assert.False(t, cache.VersionAfter("a", "a"))
+// TestUpsertNewerVersions checks how versions compare: as numbers when
+// they are, otherwise any other version is newer.
+func TestUpsertNewerVersions(t *testing.T) {
+	for _, tc := range []struct {
+		cached, next string
+		applied      bool
+	}{{"9", "10", true}, {"10", "9", false}, {"a", "b", true}, {"a", "a", false}, {"7", "x", true}} {
+		c := newCache(t)
+		_, _ = c.Upsert(res(artistType, "a", tc.cached, nil, nil))
+		_, applied, err := c.UpsertNewer(res(artistType, "a", tc.next, nil, nil))
+		require.NoError(t, err)
+		assert.Equal(t, tc.applied, applied, "%s after %s", tc.next, tc.cached)
+	}
 }
