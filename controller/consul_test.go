@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,17 +177,24 @@ func TestStaleSnapshot(t *testing.T) {
 	}
 	writeBar(t, svc.Client, "new-1", "1", nil)
 	writeBar(t, svc.Client, "new-2", "2", nil)
+	writeBar(t, svc.Client, "old", "changed", nil) // the view has its first version
 
 	client := newWatchCounter(svc.Client)
 	m := newManager(t, client)
-	var deleted sync.Map
-	var n atomic.Int64
+	var deleted, regressed sync.Map
+	var watchGhost atomic.Pointer[atomic.Int64]
+	var rec reconciled
 	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithReconciler(&reconciled{}).
+		WithReconciler(&rec).
 		WithEventFilter(foo.BarV1Type, func(ev cache.Event) bool {
-			n.Add(1)
+			if g := watchGhost.Load(); g != nil && ev.Resource.Id.Name == "ghost" {
+				g.Add(1)
+			}
 			if ev.Kind == cache.Deleted {
 				deleted.Store(ev.Resource.Id.Name, true)
+			}
+			if ev.Kind == cache.Upserted && ev.Old != nil && versionNumber(t, ev.Resource.Version) <= versionNumber(t, ev.Old.Version) {
+				regressed.Store(ev.Resource.Id.Name, ev.Old.Version+" -> "+ev.Resource.Version)
 			}
 			return true
 		}))
@@ -201,6 +209,29 @@ func TestStaleSnapshot(t *testing.T) {
 		require.NotNil(t, res, "%s is missing from the primed cache", name)
 	}
 
+	// The controller runs (it sees the cache's events from now on).
+	require.Eventually(t, func() bool { return rec.has("old", "new-1", "new-2") }, 10*time.Second, time.Millisecond)
+
+	// A resource created and deleted after the view: the re-watch's
+	// stale stream replays both, after the List that confirms its
+	// snapshot, which is newer ("old" was written after them).
+	writeBar(t, svc.Client, "ghost", "g", nil)
+	_, err = svc.Client.Delete(context.Background(), &pbresource.DeleteRequest{Id: barID("ghost")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		res, _ := m.Cache().GetByID(barID("ghost"))
+		_, seen := deleted.Load("ghost")
+		return res == nil && seen // the runtime dispatched its deletion
+	}, 10*time.Second, time.Millisecond)
+	writeBar(t, svc.Client, "old", "after the ghost", nil)
+	require.Eventually(t, func() bool {
+		res, _ := m.Cache().GetByID(barID("old"))
+		return res != nil && res.Version == readBar(t, svc.Client, barID("old")).Version
+	}, 10*time.Second, time.Millisecond)
+	deleted.Delete("ghost")
+	var ghost atomic.Int64
+	watchGhost.Store(&ghost)
+
 	// A re-watch is served the stale view again.
 	before := client.count()[resource.TypeString(foo.BarV1Type)]
 	client.breakAll()
@@ -214,9 +245,25 @@ func TestStaleSnapshot(t *testing.T) {
 		t.Errorf("a live resource was reported deleted: %v", k)
 		return true
 	})
+	require.Zero(t, watchGhost.Load().Load(), "a resource deleted before the re-watch came back for a while")
+	regressed.Range(func(k, v any) bool {
+		t.Errorf("%v went back to an older version: %v", k, v)
+		return true
+	})
+	res, err := m.Cache().GetByID(barID("old"))
+	require.NoError(t, err)
+	require.Equal(t, readBar(t, svc.Client, barID("old")).Version, res.Version, "the cache holds an older version")
 	for _, name := range []string{"old", "new-1", "new-2"} {
 		res, err := m.Cache().GetByID(barID(name))
 		require.NoError(t, err)
 		require.NotNil(t, res, "%s vanished from the cache", name)
 	}
+}
+
+func versionNumber(t *testing.T, v string) uint64 {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Errorf("version %q is not a number", v)
+	}
+	return n
 }
