@@ -3,6 +3,7 @@ package resourcetest_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -102,5 +103,33 @@ func TestConsulLikeKeepsMarkedResources(t *testing.T) {
 		require.Nil(t, left)
 		_, err = read("helper")
 		require.Equal(t, codes.NotFound, status.Code(err))
+	}
+}
+
+// TestHarnessSyncAgainstConsulLike checks that ControllerHarness.Sync loads
+// what the service holds even when its snapshot is stale.
+func TestHarnessSyncAgainstConsulLike(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes), resourcetest.ConsulLike(time.Hour))
+	svc.Resource(foo.BarV1Type, "before").WithData(t, &pbfoov1.Bar{Baz: "b"}).Write(t, svc.Client)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	other, err := svc.Client.WatchList(ctx, &pbresource.WatchListRequest{Type: foo.BarV1Type,
+		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard}})
+	require.NoError(t, err)
+	for {
+		ev, err := other.Recv()
+		require.NoError(t, err)
+		if ev.GetEndOfSnapshot() != nil {
+			break
+		}
+	}
+	svc.Resource(foo.BarV1Type, "after").WithData(t, &pbfoov1.Bar{Baz: "a"}).Write(t, svc.Client)
+
+	h := resourcetest.NewControllerHarness(t, svc.Client, barController())
+	h.Sync(t)
+	for _, name := range []string{"before", "after"} {
+		res, err := h.Cache.GetByID(svc.Resource(foo.BarV1Type, name).ID())
+		require.NoError(t, err)
+		require.NotNil(t, res, "%s is missing from the synced cache", name)
 	}
 }
