@@ -15,6 +15,7 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
+	"github.com/loomrt/loom/finalizer"
 	pbfoov2 "github.com/loomrt/loom/examples/foo/pbfoo/v2"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
@@ -224,9 +225,10 @@ func TestStaleSnapshot(t *testing.T) {
 		return res == nil && seen // the runtime dispatched its deletion
 	}, 10*time.Second, time.Millisecond)
 	writeBar(t, svc.Client, "old", "after the ghost", nil)
+	oldVersion := readBar(t, svc.Client, barID("old")).Version
 	require.Eventually(t, func() bool {
 		res, _ := m.Cache().GetByID(barID("old"))
-		return res != nil && res.Version == readBar(t, svc.Client, barID("old")).Version
+		return res != nil && res.Version == oldVersion
 	}, 10*time.Second, time.Millisecond)
 	deleted.Delete("ghost")
 	var ghost atomic.Int64
@@ -266,4 +268,48 @@ func versionNumber(t *testing.T, v string) uint64 {
 		t.Errorf("version %q is not a number", v)
 	}
 	return n
+}
+
+// TestLastFinalizerAgainstConsul checks that a controller that removes its
+// finalizer with finalizer.EnsureFinalizerRemoved gets the resource
+// deleted on a server that deletes it with its last finalizer (Loom) and on
+// one that keeps it, marked, until a further Delete (Consul): the helper
+// issues that Delete.
+func TestLastFinalizerAgainstConsul(t *testing.T) {
+	for _, consul := range []bool{false, true} {
+		name := "loom"
+		opts := []resourcetest.ServiceOption{resourcetest.WithTypes(foo.RegisterTypes)}
+		if consul {
+			name = "consul"
+			opts = append(opts, resourcetest.ConsulLike(time.Second))
+		}
+		t.Run(name, func(t *testing.T) {
+			svc := resourcetest.StartService(t, opts...)
+			m := newManager(t, svc.Client)
+			m.MustRegister(controller.NewController("cleanup", foo.BarV1Type).
+				WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, rt reconcile.Runtime, req reconcile.Request) error {
+					res, err := rt.Cache.GetByID(req.ID)
+					if err != nil || res == nil {
+						return err
+					}
+					if !finalizer.IsMarkedForDeletion(res) {
+						_, err = finalizer.EnsureHasFinalizer(ctx, rt, res, "cleanup")
+						return err
+					}
+					_, err = finalizer.EnsureFinalizerRemoved(ctx, rt, res, "cleanup")
+					return err
+				})))
+			m.SetLeader(true)
+			runManager(t, m)
+			writeBar(t, svc.Client, "doomed", "d", nil)
+			c := resourcetest.NewClient(svc.Client)
+			require.Eventually(t, func() bool {
+				rsp, err := svc.Client.Read(context.Background(), &pbresource.ReadRequest{Id: barID("doomed")})
+				return err == nil && finalizer.HasFinalizer(rsp.Resource, "cleanup")
+			}, 10*time.Second, time.Millisecond)
+			_, err := svc.Client.Delete(context.Background(), &pbresource.DeleteRequest{Id: barID("doomed")})
+			require.NoError(t, err)
+			c.WaitForDeletion(t, barID("doomed"))
+		})
+	}
 }
