@@ -35,6 +35,18 @@ type Event struct {
 // gone. Readers see the old content or the new, never a mix. The cache keeps
 // the given resources as they are (see Upsert).
 func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) ([]Event, error) {
+	return c.replace(typ, resources, false)
+}
+
+// ReplaceGroupVersion is Replace for a server whose watches keep only one
+// GroupVersion (Consul): resources become the entire content of typ's
+// GroupVersion, and cached resources stored under another GroupVersion of
+// the type are left alone (neither kept as seen nor reported gone).
+func (c *Cache) ReplaceGroupVersion(typ *pbresource.Type, resources []*pbresource.Resource) ([]Event, error) {
+	return c.replace(typ, resources, true)
+}
+
+func (c *Cache) replace(typ *pbresource.Type, resources []*pbresource.Resource, scoped bool) ([]Event, error) {
 	tc, err := c.typeCache(typ)
 	if err != nil {
 		return nil, err
@@ -79,7 +91,10 @@ func (c *Cache) Replace(typ *pbresource.Type, resources []*pbresource.Resource) 
 		return events, nil
 	}
 	var gone []idKey
-	tc.byID.each(func(k idKey, _ *entry) bool {
+	tc.byID.each(func(k idKey, e *entry) bool {
+		if scoped && e.res.GetId().GetType().GetGroupVersion() != typ.GetGroupVersion() {
+			return true
+		}
 		if _, ok := seen[k]; !ok {
 			gone = append(gone, k)
 		}

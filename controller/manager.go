@@ -200,29 +200,39 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Unlock()
 
 	var wg sync.WaitGroup
-	started := map[string]bool{}
-	for _, c := range controllers {
-		for _, t := range c.types() {
-			key := resource.UnversionedTypeString(t)
-			if started[key] {
-				continue
-			}
-			started[key] = true
+	probe := newServerProbe()
+	for _, gvs := range watchedGroupVersions(controllers) {
+		key := resource.UnversionedTypeString(gvs[0])
+		primed := countdown(len(gvs), m.primed[key])
+		for i, t := range gvs {
 			w := &cacheWatcher{
 				Client:   m.client,
 				Cache:    m.cache,
 				Logger:   m.logger.Named("cache"),
+				Probe:    probe,
 				RetryMin: m.watchRetryMin,
 				RetryMax: m.watchRetryMax,
 			}
-			primed := m.primed[key]
 			wg.Add(1)
-			go func(t *pbresource.Type) {
+			go func(t *pbresource.Type, extra bool) {
 				defer wg.Done()
-				if err := w.Run(ctx, t, m.dispatcher(key), func() { close(primed) }); err != nil {
+				if extra {
+					// A stream for a further GroupVersion is needed only
+					// where the server keeps one GroupVersion per watch;
+					// Loom's first stream has them all.
+					versioned, ok := probe.wait(ctx)
+					if !ok {
+						return
+					}
+					if versioned {
+						primed()
+						return
+					}
+				}
+				if err := w.Run(ctx, t, m.dispatcher(key), primed); err != nil {
 					m.logger.Error("cache watch failed", "type", resource.TypeString(t), "error", err)
 				}
-			}(t)
+			}(t, i > 0)
 		}
 	}
 	for _, c := range controllers {
@@ -354,6 +364,44 @@ func (m *Manager) waitDisallowed(ctx context.Context, c *Controller, term int64)
 		case <-ctx.Done():
 			return
 		case <-changed:
+		}
+	}
+}
+
+// watchedGroupVersions returns, per Group+Kind the controllers manage or
+// watch, the distinct GroupVersions they name, in registration order.
+func watchedGroupVersions(controllers []*Controller) [][]*pbresource.Type {
+	var out [][]*pbresource.Type
+	at := map[string]int{}
+	seen := map[string]bool{}
+	for _, c := range controllers {
+		for _, t := range c.types() {
+			if seen[resource.TypeString(t)] {
+				continue
+			}
+			seen[resource.TypeString(t)] = true
+			key := resource.UnversionedTypeString(t)
+			i, ok := at[key]
+			if !ok {
+				i = len(out)
+				at[key] = i
+				out = append(out, nil)
+			}
+			out[i] = append(out[i], t)
+		}
+	}
+	return out
+}
+
+// countdown returns a function that closes done on its n-th call; later
+// calls do nothing.
+func countdown(n int, done chan struct{}) func() {
+	var mu sync.Mutex
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if n--; n == 0 {
+			close(done)
 		}
 	}
 }

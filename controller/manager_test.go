@@ -230,7 +230,7 @@ func TestRequeueAfterAndNow(t *testing.T) {
 		})))
 	m.SetLeader(true)
 	runManager(t, m)
-	require.Eventually(t, func() bool { return calls.get("later") == 2 && calls.get("now") == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return calls.get("later") == 2 && calls.get("now") == 3 && secondLater.Load() != nil }, 5*time.Second, time.Millisecond)
 	assert.GreaterOrEqual(t, secondLater.Load().(time.Time).Sub(firstLater), 50*time.Millisecond)
 }
 

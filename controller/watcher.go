@@ -32,6 +32,10 @@ type cacheWatcher struct {
 	Cache *cache.Cache
 	// Logger, if set, logs stream breaks.
 	Logger hclog.Logger
+	// Probe, if set, is told by the first snapshot whether the server
+	// versions its snapshots (Loom) or not (Consul); the Manager's
+	// watchers share it.
+	Probe *serverProbe
 	// RetryMin and RetryMax bound the backoff between attempts to re-open a
 	// broken stream (defaults 10 ms and 5 s). A stream that was healthy is
 	// re-opened after a random pause below RetryMin.
@@ -54,6 +58,11 @@ type cacheWatcher struct {
 // that ignores since_version (Consul) sends a snapshot without warning;
 // its first resource older than the resume point, or its EndOfSnapshot,
 // gives it away, and it is handled as a snapshot too.
+//
+// A snapshot without a version (Consul) may be stale: it is confirmed with
+// a consistent List, and the stream's changes that replay older states are
+// not applied (see confirm). Such a server keeps only typ's GroupVersion,
+// so its snapshot replaces only that GroupVersion in the cache.
 func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) error {
 	if !w.Cache.HasType(typ) {
 		return fmt.Errorf("type %s was not added to the cache", resource.TypeString(typ))
@@ -153,6 +162,11 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 	unannounced := resuming
 	var snapshot []*pbresource.Resource
 	current := false
+	// unversioned: the last snapshot came from a server that does not
+	// version it (see confirm); floor: changes at or before it were in
+	// the List that confirmed it.
+	unversioned := w.Probe.unversioned()
+	var floor uint64
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -180,12 +194,14 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 				continue
 			}
 			current = true
-			old, err := w.Cache.Upsert(res)
+			resume.advance(res.Version)
+			old, applied, err := w.upsert(res, unversioned, floor)
 			if err != nil {
 				return true, err
 			}
-			resume.advance(res.Version)
-			sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
+			if applied {
+				sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
+			}
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
 			if res.GetId() == nil {
@@ -197,7 +213,11 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 				continue
 			}
 			current = true
-			old, err := w.Cache.Delete(res.Id)
+			del := w.Cache.Delete
+			if unversioned {
+				del = w.Cache.DeleteSame
+			}
+			old, err := del(res.Id)
 			if err != nil {
 				return true, err
 			}
@@ -214,13 +234,24 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			}
 			// A snapshot ends here (a resumed stream has no EndOfSnapshot:
 			// one that was "resuming" was a snapshot all along).
-			if unannounced {
+			// A snapshot without a version comes from a server that is not
+			// Loom (Consul): it may be stale and keeps only typ's
+			// GroupVersion. See confirm.
+			unversioned = e.EndOfSnapshot.GetVersion() == ""
+			w.Probe.learn(!unversioned)
+			replace := w.Cache.Replace
+			if unversioned {
+				if snapshot, floor, err = w.confirm(ctx, typ, snapshot); err != nil {
+					return true, err
+				}
+				replace = w.Cache.ReplaceGroupVersion
+			} else if unannounced {
 				if snapshot, err = w.appliedSince(typ, snapshot, resumedFrom); err != nil {
 					return true, err
 				}
 			}
 			resuming, inSnapshot, unannounced = false, false, false
-			events, err := w.Cache.Replace(typ, snapshot)
+			events, err := replace(typ, snapshot)
 			if err != nil {
 				return true, err
 			}

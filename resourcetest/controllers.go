@@ -16,6 +16,8 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // LogLevelEnv names the environment variable that sets the level of the
@@ -260,19 +262,41 @@ func (h *ControllerHarness) Sync(t T) {
 		types = append(types, w.Type)
 	}
 	for _, typ := range types {
-		snapshot, err := h.snapshot(typ)
+		snapshot, versioned, err := h.snapshot(typ)
 		if err != nil {
 			fatalf(t, "resourcetest: loading %s into the cache: %v", resource.TypeString(typ), err)
 		}
-		if _, err := h.Cache.Replace(typ, snapshot); err != nil {
+		replace := h.Cache.Replace
+		if !versioned {
+			// Consul (or ConsulLike): the snapshot may be stale and holds
+			// only typ's GroupVersion; a consistent List is current.
+			if snapshot, err = h.list(typ); err != nil {
+				fatalf(t, "resourcetest: loading %s into the cache: %v", resource.TypeString(typ), err)
+			}
+			replace = h.Cache.ReplaceGroupVersion
+		}
+		if _, err := replace(typ, snapshot); err != nil {
 			fatalf(t, "resourcetest: loading %s into the cache: %v", resource.TypeString(typ), err)
 		}
 	}
 }
 
+// list reads every resource of typ (any tenancy) with a consistent List.
+func (h *ControllerHarness) list(typ *pbresource.Type) ([]*pbresource.Resource, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.Client.timeout)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
+	rsp, err := h.Client.List(ctx, &pbresource.ListRequest{
+		Type:    typ,
+		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+	})
+	return rsp.GetResources(), err
+}
+
 // snapshot reads every resource of typ (any tenancy, any GroupVersion)
-// through WatchList, as the Manager's cache does.
-func (h *ControllerHarness) snapshot(typ *pbresource.Type) ([]*pbresource.Resource, error) {
+// through WatchList, as the Manager's cache does, and reports whether the
+// snapshot came with the version it is consistent at (Loom).
+func (h *ControllerHarness) snapshot(typ *pbresource.Type) ([]*pbresource.Resource, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.Client.timeout)
 	defer cancel()
 	stream, err := h.Client.WatchList(ctx, &pbresource.WatchListRequest{
@@ -280,21 +304,21 @@ func (h *ControllerHarness) snapshot(typ *pbresource.Type) ([]*pbresource.Resour
 		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []*pbresource.Resource
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch e := ev.Event.(type) {
 		case *pbresource.WatchEvent_Upsert_:
 			out = append(out, e.Upsert.Resource)
 		case *pbresource.WatchEvent_EndOfSnapshot_:
-			return out, nil
+			return out, e.EndOfSnapshot.GetVersion() != "", nil
 		default:
-			return nil, fmt.Errorf("unexpected %T before the end of the snapshot", e)
+			return nil, false, fmt.Errorf("unexpected %T before the end of the snapshot", e)
 		}
 	}
 }

@@ -4,7 +4,9 @@
 //
 //   - StartService and RunResourceService run the real ResourceService
 //     over the in-memory backend, in process (or over an in-memory gRPC
-//     connection with OverGRPC), optionally with the built-in controllers.
+//     connection with OverGRPC), optionally with the built-in controllers,
+//     or behaving like Consul's where Loom's differs (ConsulLike), so that
+//     code meant for both is tested against both.
 //   - Resource declares a resource with a builder that can Build the
 //     message or Write it, statuses included.
 //   - Client wraps a ResourceService client with Require* checks of the

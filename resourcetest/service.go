@@ -3,6 +3,7 @@ package resourcetest
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -49,6 +50,8 @@ type serviceConfig struct {
 	overGRPC    bool
 	backendOpts []inmem.Option
 	builtins    bool
+	consulLike  bool
+	consulStale time.Duration
 }
 
 // WithTypes registers types, e.g. WithTypes(foo.RegisterTypes). StartService
@@ -110,6 +113,9 @@ func StartService(t T, opts ...ServiceOption) *Service {
 		svc.Client = server.NewInProcessClient(srv)
 	} else {
 		svc.Client = startGRPC(t, srv)
+	}
+	if cfg.consulLike {
+		svc.Client = newConsulClient(svc.Client, cfg.consulStale)
 	}
 	if cfg.builtins {
 		svc.Builtins = RunControllers(t, svc.Client, reaper.Controller())
