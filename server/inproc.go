@@ -116,7 +116,7 @@ func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ .
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.ListResponse{Resources: cloneResources(out.Resources)}, nil
+	return &pbresource.ListResponse{Resources: cloneResources(out.Resources), NextPageToken: out.NextPageToken, Version: out.Version}, nil
 }
 
 func (c *inprocClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwnerRequest, _ ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
