@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/loomrt/loom/proto/pbresource"
 )
 
 // BenchmarkListPages lists 10,000 Bars from the in-memory backend with the
@@ -49,15 +47,13 @@ func BenchmarkListPages(b *testing.B) {
 		}
 	})
 	b.Run("pages-500-after-1000-writes", func(b *testing.B) {
-		updates := make([]*pbresource.Resource, 1000)
-		for i := range updates {
-			updates[i] = bar(b, fmt.Sprintf("bar-%05d", i*10), "y")
-		}
+		round := 0
 		for b.Loop() {
+			round++
 			listAll(b, 500, func() {
 				b.StopTimer()
-				for _, r := range updates {
-					env.write(b, r)
+				for i := range 1000 {
+					env.write(b, bar(b, fmt.Sprintf("bar-%05d", i*10), fmt.Sprint(round)))
 				}
 				b.StartTimer()
 			})

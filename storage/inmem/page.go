@@ -113,6 +113,11 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 	// undone states, in key order.
 	page := storage.Page{Version: strconv.FormatUint(v, 10)}
 	limit := req.Limit
+	if n := len(cands) + len(undone); limit == 0 || n < limit {
+		page.Resources = make([]*pbresource.Resource, 0, n)
+	} else {
+		page.Resources = make([]*pbresource.Resource, 0, limit)
+	}
 	i, j := 0, 0
 	for {
 		for i < len(cands) {
