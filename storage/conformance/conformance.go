@@ -132,6 +132,7 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"Resume/TooOld", s.testResumeTooOld},
 		{"Resume/Bookmarks", s.testBookmarks},
 		{"Pages/Basics", s.testPagesBasics},
+		{"Pages/ChangesBetween", s.testPagesChangesBetween},
 		{"Pages/RacingWriters", s.testPagesRacingWriters},
 		{"Pages/TooOld", s.testPagesTooOld},
 	}

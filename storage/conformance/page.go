@@ -241,3 +241,40 @@ func (s *suite) testPagesTooOld(t *testing.T) {
 	_, err = pl.ListPage(ctx, artist, defaultTenancy, "", storage.PageRequest{Version: first.Version, After: &last, Limit: 1})
 	require.ErrorIs(t, err, storage.ErrVersionGone)
 }
+
+// testPagesChangesBetween: creates, updates, deletes and a delete then
+// re-create of one name, made between two pages before and after the
+// cursor, do not show in the listing's later pages.
+func (s *suite) testPagesChangesBetween(t *testing.T) {
+	b := s.newBackend(t)
+	pl := pagedLister(t, b)
+	ctx := s.ctx(t)
+
+	at := make(map[string]*pbresource.Resource)
+	for _, n := range []string{"a", "b", "d", "e", "f"} {
+		at[n] = write(t, b, newDefault(n))
+	}
+	first, err := pl.ListPage(ctx, artist, defaultTenancy, "", storage.PageRequest{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, first.Resources, 2)
+	requireProtoEqual(t, at["a"], first.Resources[0])
+	requireProtoEqual(t, at["b"], first.Resources[1])
+
+	update(t, b, at["a"], "k", "behind the cursor")
+	write(t, b, newDefault("a0"))
+	write(t, b, newDefault("c"))
+	require.NoError(t, b.DeleteCAS(ctx, at["d"].Id, at["d"].Version))
+	require.NoError(t, b.DeleteCAS(ctx, at["e"].Id, at["e"].Version))
+	write(t, b, newDefault("e"))
+	update(t, b, at["f"], "k", "ahead of the cursor")
+
+	last := first.Last
+	rest, err := pl.ListPage(ctx, artist, defaultTenancy, "", storage.PageRequest{Version: first.Version, After: &last})
+	require.NoError(t, err)
+	require.Equal(t, first.Version, rest.Version)
+	require.False(t, rest.More)
+	require.Len(t, rest.Resources, 3, "d, e and f as they were at %s", first.Version)
+	for i, n := range []string{"d", "e", "f"} {
+		requireProtoEqual(t, at[n], rest.Resources[i])
+	}
+}
