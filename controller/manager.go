@@ -71,7 +71,9 @@ func WithLease(l Lease) ManagerOption {
 }
 
 // WithWatchRetry bounds the backoff between attempts to re-open a broken
-// watch stream (default 10 ms to 5 s).
+// watch stream (default 10 ms to 5 s). A stream that was healthy is
+// re-opened after a random pause below min, which spreads the clients of
+// a restarted server.
 func WithWatchRetry(min, max time.Duration) ManagerOption {
 	return func(m *Manager) error {
 		m.watchRetryMin, m.watchRetryMax = min, max

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,8 @@ type cacheWatcher struct {
 	// Logger, if set, logs stream breaks.
 	Logger hclog.Logger
 	// RetryMin and RetryMax bound the backoff between attempts to re-open a
-	// broken stream (defaults 10 ms and 5 s).
+	// broken stream (defaults 10 ms and 5 s). A stream that was healthy is
+	// re-opened after a random pause below RetryMin.
 	RetryMin, RetryMax time.Duration
 }
 
@@ -63,7 +65,8 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	logger = logger.With("type", resource.TypeString(typ))
 	// Jitter: after a server restart every client re-opens its streams at
 	// once; spreading them out spares the server.
-	bo := retry.NewBackOff(orDefault(w.RetryMin, 10*time.Millisecond), orDefault(w.RetryMax, 5*time.Second),
+	retryMin, retryMax := orDefault(w.RetryMin, 10*time.Millisecond), orDefault(w.RetryMax, 5*time.Second)
+	bo := retry.NewBackOff(retryMin, retryMax,
 		backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor))
 	var once sync.Once
 	markPrimed := func() {
@@ -73,14 +76,25 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	}
 	var resume resumePoint
 	for {
+		opened := time.Now()
 		current, err := w.watchOnce(ctx, typ, &resume, sink, markPrimed)
 		if ctx.Err() != nil {
 			return nil
 		}
+		// A stream that lasted longer than the longest backoff was healthy
+		// too, even if it brought nothing (a resumed stream of a quiet type
+		// on a server without bookmarks).
+		current = current || time.Since(opened) > retryMax
+		var wait time.Duration
 		if current {
+			// The stream was healthy: re-open it soon (it resumes), after
+			// a random pause below RetryMin that still spreads the clients
+			// of a restarted server. Failures after that back off.
 			bo.Reset()
+			wait = rand.N(retryMin)
+		} else {
+			wait = bo.NextBackOff()
 		}
-		wait := bo.NextBackOff()
 		if resume.refused(err) {
 			// The server does not know the resume point (it restarted with
 			// an empty store, say): start afresh, at once.

@@ -125,7 +125,7 @@ var (
 	watchesOpenDesc = prometheus.NewDesc("loom_storage_watches_open",
 		"Watches open on the storage backend: one per WatchList stream, the in-process controllers' included.", nil, nil)
 	watchEventsBufferedDesc = prometheus.NewDesc("loom_storage_watch_events_buffered",
-		"Changes the storage backend's open watches hold that their consumers have not taken yet.", nil, nil)
+		"Changes the storage backend's open watches have not handed to their consumers yet, summed over the watches (in-memory: entries of the shared event log not yet read; etcd: each watch's own buffer).", nil, nil)
 	watchesDroppedDesc = prometheus.NewDesc("loom_storage_watches_dropped_total",
 		"Watches the storage backend ended because their consumers fell behind (each re-watches and lists anew).", nil, nil)
 )

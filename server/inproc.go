@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -15,8 +16,9 @@ import (
 )
 
 // inprocWatchBuffer is how many events the in-process WatchList stream holds
-// between the server side and a Recv. When it is full the server side waits,
-// and the backend buffers for the watch until it gives up on it.
+// between the server side and a Recv (besides the batch Recv is handing
+// out). When it is full the server side waits, and the backend keeps the
+// watch's place until it gives up on it.
 const inprocWatchBuffer = 64
 
 // NewInProcessClient returns a client that calls s directly, without gRPC
@@ -145,9 +147,10 @@ func (c *inprocClient) MutateAndValidate(ctx context.Context, in *pbresource.Mut
 func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	st := &inprocWatch{
-		ctx:    ctx,
-		events: make(chan *pbresource.WatchEvent, inprocWatchBuffer),
-		done:   make(chan struct{}),
+		ctx:   ctx,
+		done:  make(chan struct{}),
+		ready: make(chan struct{}, 1),
+		space: make(chan struct{}, 1),
 	}
 	srv := &inprocWatchServer{ctx: c.serverContext(ctx), st: st, shuttingDown: c.s.shuttingDown.Done()}
 	go func() {
@@ -158,12 +161,26 @@ func (c *inprocClient) WatchList(ctx context.Context, in *pbresource.WatchListRe
 	return st, nil
 }
 
-// inprocWatch is the client side of an in-process WatchList stream.
+// inprocWatch is the client side of an in-process WatchList stream. The
+// server side appends events to queue; Recv takes the whole queue at once
+// into batch and hands its events out one by one, so the two sides meet
+// (lock, and wake the other only if it waits) once per batch rather than
+// once per event.
 type inprocWatch struct {
-	ctx    context.Context
-	events chan *pbresource.WatchEvent
-	done   chan struct{} // closed when the server side returned
-	err    error         // what it returned; read only after done
+	ctx   context.Context
+	done  chan struct{} // closed when the server side returned
+	err   error         // what it returned; read only after done
+	ready chan struct{} // capacity 1: wakes a Recv waiting for events
+	space chan struct{} // capacity 1: wakes a Send waiting for room
+
+	// Consumer side: only the goroutine calling Recv.
+	batch []*pbresource.WatchEvent
+	pos   int
+
+	mu          sync.Mutex
+	queue       []*pbresource.WatchEvent // sent, not yet taken
+	recvWaiting bool
+	sendWaiting bool
 }
 
 var _ grpc.ServerStreamingClient[pbresource.WatchEvent] = (*inprocWatch)(nil)
@@ -171,20 +188,46 @@ var _ grpc.ServerStreamingClient[pbresource.WatchEvent] = (*inprocWatch)(nil)
 // Recv returns the next event; after the server side ended and every event
 // was received, its error, or io.EOF if it ended without one.
 func (w *inprocWatch) Recv() (*pbresource.WatchEvent, error) {
-	select {
-	case ev := <-w.events:
-		return ev, nil
-	case <-w.done:
+	for {
+		if w.pos < len(w.batch) {
+			ev := w.batch[w.pos]
+			w.batch[w.pos] = nil
+			w.pos++
+			return ev, nil
+		}
+		w.mu.Lock()
+		if len(w.queue) > 0 {
+			w.batch, w.queue, w.pos = w.queue, w.batch[:0], 0
+			wake := w.sendWaiting
+			w.sendWaiting = false
+			w.mu.Unlock()
+			if wake {
+				select {
+				case w.space <- struct{}{}:
+				default:
+				}
+			}
+			continue
+		}
+		w.recvWaiting = true
+		w.mu.Unlock()
+		select {
+		case <-w.ready:
+			continue
+		case <-w.done:
+		}
+		// The server side returned: what it sent before is in the queue.
+		w.mu.Lock()
+		more := len(w.queue) > 0
+		w.mu.Unlock()
+		if more {
+			continue
+		}
+		if w.err == nil {
+			return nil, io.EOF
+		}
+		return nil, w.err
 	}
-	select {
-	case ev := <-w.events:
-		return ev, nil
-	default:
-	}
-	if w.err == nil {
-		return nil, io.EOF
-	}
-	return nil, w.err
 }
 
 func (w *inprocWatch) Header() (metadata.MD, error) { return metadata.MD{}, nil }
@@ -211,7 +254,7 @@ func (w *inprocWatch) RecvMsg(m any) error {
 }
 
 // inprocWatchServer is the server side of an in-process WatchList stream:
-// Send puts each event into the client's buffer, waiting while it is full
+// Send puts each event into the client's queue, waiting while it is full
 // (until the stream ends or the server shuts down). It hands over the event
 // itself, not a copy: what is sent on a watch is immutable (see the resource
 // package doc), for the server and the receiver alike.
@@ -224,13 +267,31 @@ type inprocWatchServer struct {
 var _ grpc.ServerStreamingServer[pbresource.WatchEvent] = (*inprocWatchServer)(nil)
 
 func (s *inprocWatchServer) Send(ev *pbresource.WatchEvent) error {
-	select {
-	case s.st.events <- ev:
-		return nil
-	case <-s.ctx.Done():
-		return status.FromContextError(s.ctx.Err()).Err()
-	case <-s.shuttingDown:
-		return ErrShuttingDown
+	w := s.st
+	for {
+		w.mu.Lock()
+		if len(w.queue) < inprocWatchBuffer {
+			w.queue = append(w.queue, ev)
+			wake := w.recvWaiting
+			w.recvWaiting = false
+			w.mu.Unlock()
+			if wake {
+				select {
+				case w.ready <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}
+		w.sendWaiting = true
+		w.mu.Unlock()
+		select {
+		case <-w.space:
+		case <-s.ctx.Done():
+			return status.FromContextError(s.ctx.Err()).Err()
+		case <-s.shuttingDown:
+			return ErrShuttingDown
+		}
 	}
 }
 

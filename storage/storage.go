@@ -299,8 +299,11 @@ type WatchStats struct {
 	// Open is how many watches are running: neither closed nor ended for
 	// falling behind.
 	Open int
-	// Buffered is how many changes the open watches hold that their
-	// consumers have not taken yet (snapshots not counted).
+	// Buffered is how many changes, summed over the open watches, wait to
+	// be handed to their consumers (snapshots not counted): held in each
+	// watch's own buffer (etcd), or, where the watches share one event log
+	// (in-memory), the log entries a watch has not read yet, other types'
+	// included, which are not memory of its own.
 	Buffered int
 	// Dropped is how many watches have been ended with ErrWatchTooSlow
 	// since the backend was made.

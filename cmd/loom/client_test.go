@@ -135,6 +135,10 @@ func TestParseDocuments(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml: document 2") {
 		t.Errorf("garbage in document 2: got %v, want an error naming bad.yaml: document 2", err)
 	}
+	_, err = parseDocuments("untyped.yaml", []byte("id: {type: foo.v1.Bar, name: a}\ndata: {baz: hello}\n"), types)
+	if err == nil || !strings.Contains(err.Error(), `untyped.yaml: document 1: data: missing "@type"`) {
+		t.Errorf("data without @type: got %v, want an error saying data lacks @type", err)
+	}
 }
 
 func asUsage(err error, u *usageError) bool { return errors.As(err, u) }

@@ -139,6 +139,15 @@ func parseResource(v any, types *typeResolver) (document, error) {
 			return document{}, err
 		}
 	}
+	if data, ok := m["data"].(map[string]any); ok {
+		if _, ok := data["@type"]; !ok {
+			// The resource type does not name its message (the server's
+			// registration does, and no RPC tells it): the file must.
+			return document{}, errors.New(`data: missing "@type": name the data's protobuf message, ` +
+				`e.g. '@type': type.googleapis.com/my.pkg.v1.Widget, the message the server registered for ` +
+				`the resource type (an existing resource's 'loom read ... -o yaml' shows it)`)
+		}
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return document{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -289,7 +290,9 @@ func reflectV1(ctx context.Context, conn grpc.ClientConnInterface, req *reflecti
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(req); err != nil {
+	// A Send that finds the stream already ended by the server returns
+	// io.EOF; the server's status (Unimplemented, say) is Recv's.
+	if err := stream.Send(req); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	resp, err := stream.Recv()
@@ -311,7 +314,7 @@ func reflectV1alpha(ctx context.Context, conn grpc.ClientConnInterface, req *ref
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(alphaReq); err != nil {
+	if err := stream.Send(alphaReq); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	alphaResp, err := stream.Recv()

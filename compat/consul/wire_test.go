@@ -87,7 +87,7 @@ func recv(t *testing.T, w consulpb.ResourceService_WatchListClient) *consulpb.Wa
 }
 
 // Consul's generated client drives a Loom server: Write, Read, WatchList,
-// MutateAndValidate and Delete.
+// WriteStatus, ListByOwner, MutateAndValidate, Delete and List.
 func TestConsulClientAgainstLoomServer(t *testing.T) {
 	client := consulpb.NewResourceServiceClient(loomServer(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -122,8 +122,30 @@ func TestConsulClientAgainstLoomServer(t *testing.T) {
 	if ev := recv(t, watch); !proto.Equal(ev.GetUpsert().GetResource(), wrote.Resource) {
 		t.Fatalf("first watch event = %v, want the upsert of %q", ev, "one")
 	}
-	if ev := recv(t, watch); ev.GetEndOfSnapshot() == nil {
-		t.Fatalf("second watch event = %v, want EndOfSnapshot", ev)
+	eos := recv(t, watch)
+	if eos.GetEndOfSnapshot() == nil {
+		t.Fatalf("second watch event = %v, want EndOfSnapshot", eos)
+	}
+	// Loom's EndOfSnapshot carries its version (a field Consul's proto does
+	// not have): Consul's client keeps it as an unknown field and goes on.
+	if len(eos.GetEndOfSnapshot().ProtoReflect().GetUnknown()) == 0 {
+		t.Errorf("EndOfSnapshot has no unknown field: did Loom stop sending its version? %v", eos)
+	}
+
+	st, err := client.WriteStatus(ctx, &consulpb.WriteStatusRequest{
+		Id: wrote.Resource.Id, Key: "consul-client",
+		Status: &consulpb.Status{ObservedGeneration: wrote.Resource.Generation, Conditions: []*consulpb.Condition{{Type: "Seen", State: consulpb.Condition_STATE_TRUE}}},
+	})
+	if err != nil || st.Resource.GetStatus()["consul-client"].GetObservedGeneration() != wrote.Resource.Generation {
+		t.Fatalf("WriteStatus: %v %v", st, err)
+	}
+	if ev := recv(t, watch); !proto.Equal(ev.GetUpsert().GetResource(), st.Resource) {
+		t.Fatalf("watch event after WriteStatus = %v, want the status write", ev)
+	}
+	wrote.Resource = st.Resource
+	owned, err := client.ListByOwner(ctx, &consulpb.ListByOwnerRequest{Owner: wrote.Resource.Id})
+	if err != nil || len(owned.Resources) != 0 {
+		t.Errorf("ListByOwner: %v %v, want none", owned, err)
 	}
 	two, err := client.Write(ctx, &consulpb.WriteRequest{Resource: consulBar(t, "two", "Two")})
 	if err != nil {
@@ -145,8 +167,12 @@ func TestConsulClientAgainstLoomServer(t *testing.T) {
 	if _, err := client.Delete(ctx, &consulpb.DeleteRequest{Id: two.Resource.Id, Version: two.Resource.Version}); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if ev := recv(t, watch); ev.GetDelete().GetResource().GetId().GetUid() != two.Resource.Id.Uid {
-		t.Fatalf("watch event after Delete = %v, want the delete of %q", ev, "two")
+	del := recv(t, watch)
+	if del.GetDelete().GetResource().GetId().GetUid() != two.Resource.Id.Uid {
+		t.Fatalf("watch event after Delete = %v, want the delete of %q", del, "two")
+	}
+	if len(del.GetDelete().ProtoReflect().GetUnknown()) == 0 {
+		t.Errorf("Delete event has no unknown field: did Loom stop sending the deletion's version? %v", del)
 	}
 	list, err := client.List(ctx, &consulpb.ListRequest{Type: consulBarType, Tenancy: consulDefault})
 	if err != nil || len(list.Resources) != 1 || !proto.Equal(list.Resources[0], wrote.Resource) {
