@@ -45,6 +45,11 @@
 // changes in a goroutine of its own, so it lets go of a snapshot it has not
 // handed out without waiting for its consumer.
 //
+// ListPage (storage.PagedLister) serves pages of a listing at the version of
+// its first page by undoing, with the log, the changes made since: each log
+// entry keeps the resource its change replaced. A listing whose version has
+// left the log gets storage.ErrVersionGone.
+//
 // WatchStats counts the open watches, how far behind they are and how many
 // were dropped, for metrics; it is read when asked.
 //

@@ -21,7 +21,14 @@ import (
 // how old a listing may get before its next page is storage.ErrVersionGone.
 // The first page (empty Version) is at the current version and reads the
 // index only; later pages scan the log entries after V, which is cheap
-// unless many writes happened since the listing began.
+// unless many writes happened since the listing began. The scan holds the
+// store's read lock, so writers wait for it; the log's count bound (131,072
+// changes by default) bounds it.
+//
+// Keeping a snapshot per listing instead (the sorted slice of the first
+// page) would make later pages cheaper, but memory would grow with the
+// number of listings in progress, and nothing tells the store when a
+// client gives up on one.
 func (b *Backend) ListPage(_ context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, req storage.PageRequest) (storage.Page, error) {
 	f := newFilter(tenancy, namePrefix)
 
