@@ -85,7 +85,7 @@ func TestClones(t *testing.T) {
 		clone func(proto.Message) proto.Message
 	}{
 		"ListResponse": {&pbresource.ListResponse{}, func(m proto.Message) proto.Message {
-			return &pbresource.ListResponse{Resources: cloneResources(m.(*pbresource.ListResponse).Resources)}
+			return cloneListResponse(m.(*pbresource.ListResponse))
 		}},
 		"ReadResponse": {&pbresource.ReadResponse{}, func(m proto.Message) proto.Message {
 			return &pbresource.ReadResponse{Resource: resource.Clone(m.(*pbresource.ReadResponse).Resource)}

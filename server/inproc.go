@@ -118,7 +118,7 @@ func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ .
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.ListResponse{Resources: cloneResources(out.Resources)}, nil
+	return cloneListResponse(out), nil
 }
 
 func (c *inprocClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwnerRequest, _ ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
@@ -310,4 +310,9 @@ func (s *inprocWatchServer) SendMsg(m any) error {
 
 func (s *inprocWatchServer) RecvMsg(any) error {
 	return errors.New("in-process WatchList: the request was already received")
+}
+
+// cloneListResponse copies out, which holds the server's stored messages.
+func cloneListResponse(out *pbresource.ListResponse) *pbresource.ListResponse {
+	return &pbresource.ListResponse{Resources: cloneResources(out.Resources), NextPageToken: out.NextPageToken, Version: out.Version}
 }

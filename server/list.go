@@ -2,16 +2,36 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 )
 
+// MaxListPageSize is the largest page_size a List may ask for.
+const MaxListPageSize = 10000
+
+// maxPageTokenLen bounds the length of a page_token the server decodes.
+const maxPageTokenLen = 2048
+
 // List returns the resources of a type stored under the requested
 // GroupVersion, in a tenancy ("*" matches every unit; empty units mean
 // "default"), whose names start with a prefix. Resources the caller may not
 // read are left out. Results are eventually consistent.
+//
+// With page_size or page_token, List returns one page of a listing
+// consistent at one store version (see ListRequest), when the backend is a
+// storage.PagedLister; otherwise it answers with every resource and no
+// next_page_token, as a Consul server does. A page is filled up to
+// page_size with resources that pass the GroupVersion and ACL filters,
+// reading as many backend pages as that takes.
 func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbresource.ListResponse, error) {
 	authz, err := s.authorizer(ctx)
 	if err != nil {
@@ -25,32 +45,180 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 	if err != nil {
 		return nil, s.fail("List", nil, invalidArgument(err))
 	}
+	if req.PageSize > MaxListPageSize {
+		return nil, s.fail("List", nil, invalidField("page_size", "%d is above the maximum of %d", req.PageSize, MaxListPageSize))
+	}
+	hash := listQueryHash(req.Type, tenancy, req.NamePrefix)
+	var tok pageToken
+	if req.PageToken != "" {
+		if tok, err = decodePageToken(req.PageToken, hash); err != nil {
+			return nil, s.fail("List", nil, err)
+		}
+	}
 	if err := aclError(reg.AuthorizeList(authz, tenancy)); err != nil {
 		return nil, s.fail("List", nil, err)
 	}
-	items, err := s.backend.List(ctx, storage.EventualConsistency, storage.UnversionedTypeFrom(req.Type), tenancy, req.NamePrefix)
-	if err != nil {
-		return nil, s.fail("List", nil, storageError(err))
-	}
-	out := make([]*pbresource.Resource, 0, len(items))
-	for _, item := range items {
+	keep := func(item *pbresource.Resource) (bool, error) {
 		if item.Id.Type.GetGroupVersion() != req.Type.GroupVersion {
-			continue
+			return false, nil
 		}
 		if err := reg.AuthorizeRead(authz, item.Id, item); err != nil {
 			if isDenied(err) {
-				continue
+				return false, nil
 			}
-			return nil, s.fail("List", item.Id, aclError(err))
+			return false, s.fail("List", item.Id, aclError(err))
 		}
-		out = append(out, item)
+		return true, nil
 	}
-	return &pbresource.ListResponse{Resources: out}, nil
+	typ := storage.UnversionedTypeFrom(req.Type)
+
+	pl, paged := s.backend.(storage.PagedLister)
+	if !paged {
+		items, err := s.backend.List(ctx, storage.EventualConsistency, typ, tenancy, req.NamePrefix)
+		if err != nil {
+			return nil, s.fail("List", nil, storageError(err))
+		}
+		out := make([]*pbresource.Resource, 0, len(items))
+		for _, item := range items {
+			ok, err := keep(item)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, item)
+			}
+		}
+		return &pbresource.ListResponse{Resources: out}, nil
+	}
+
+	size := int(req.PageSize)
+	preq := storage.PageRequest{Version: tok.version, After: tok.after, Limit: size}
+	var out []*pbresource.Resource
+	for {
+		page, err := pl.ListPage(ctx, typ, tenancy, req.NamePrefix, preq)
+		if err != nil {
+			return nil, s.fail("List", nil, pageError(err))
+		}
+		preq.Version = page.Version
+		if out == nil {
+			out = make([]*pbresource.Resource, 0, len(page.Resources))
+		}
+		for i, item := range page.Resources {
+			ok, err := keep(item)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, item)
+			}
+			if size > 0 && len(out) == size && (i < len(page.Resources)-1 || page.More) {
+				// Full, and more may follow: the next page starts after
+				// the last resource looked at.
+				next := storage.PageKeyOf(item.Id)
+				return &pbresource.ListResponse{
+					Resources:     out,
+					Version:       page.Version,
+					NextPageToken: pageToken{version: page.Version, after: &next}.encode(hash),
+				}, nil
+			}
+		}
+		if !page.More {
+			return &pbresource.ListResponse{Resources: out, Version: page.Version}, nil
+		}
+		last := page.Last
+		preq.After = &last
+	}
+}
+
+// pageError maps a ListPage error to a status: a version the store no
+// longer has (or never had: the server restarted) means listing again.
+func pageError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrVersionGone):
+		return status.Errorf(codes.Aborted, "page_token: the listing's version is no longer in the store (%v): list again from the first page", err)
+	case errors.Is(err, storage.ErrFutureVersion):
+		return status.Errorf(codes.Aborted, "page_token: the listing's version is ahead of the store (did the server restart?): list again from the first page")
+	case errors.Is(err, storage.ErrInvalidVersion):
+		return invalidField("page_token", "not a token this server issued")
+	}
+	return storageError(err)
+}
+
+// pageToken is what a next_page_token holds: the listing's version and the
+// key the next page starts after. Its encoding also holds a hash of the
+// query, so that a token is refused for another query.
+type pageToken struct {
+	version string
+	after   *storage.PageKey
+}
+
+// pageTokenFormat is the first byte of an encoded token.
+const pageTokenFormat = 1
+
+// encode renders t with the query's hash as URL-safe base64: the format
+// byte, the hash (8 bytes), then the version, partition, namespace and name,
+// each with its length as a uvarint before it.
+func (t pageToken) encode(hash uint64) string {
+	b := make([]byte, 0, 64)
+	b = append(b, pageTokenFormat)
+	b = binary.BigEndian.AppendUint64(b, hash)
+	for _, f := range [...]string{t.version, t.after.Partition, t.after.Namespace, t.after.Name} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodePageToken parses a page_token of the query with the given hash, or
+// returns an InvalidArgument status naming the field.
+func decodePageToken(s string, hash uint64) (pageToken, error) {
+	bad := func(why string) (pageToken, error) {
+		return pageToken{}, invalidField("page_token", "%s", why)
+	}
+	if len(s) > maxPageTokenLen {
+		return bad("too long to be a token this server issued")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 9 || b[0] != pageTokenFormat {
+		return bad("malformed: not a next_page_token of this server")
+	}
+	if binary.BigEndian.Uint64(b[1:9]) != hash {
+		return bad("issued for another type, tenancy or name_prefix")
+	}
+	b = b[9:]
+	var fields [4]string
+	for i := range fields {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return bad("malformed: not a next_page_token of this server")
+		}
+		fields[i] = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	if len(b) != 0 || fields[0] == "" {
+		return bad("malformed: not a next_page_token of this server")
+	}
+	return pageToken{
+		version: fields[0],
+		after:   &storage.PageKey{Partition: fields[1], Namespace: fields[2], Name: fields[3]},
+	}, nil
+}
+
+// listQueryHash is a hash of what selects a listing's resources: the type
+// with its GroupVersion, the normalized tenancy and the name prefix.
+func listQueryHash(typ *pbresource.Type, tenancy *pbresource.Tenancy, prefix string) uint64 {
+	h := fnv.New64a()
+	for _, f := range [...]string{typ.Group, typ.GroupVersion, typ.Kind, tenancy.GetPartition(), tenancy.GetNamespace(), prefix} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }
 
 // ListByOwner returns the resources owned by the owner (which must be given
 // with its Uid), leaving out those the caller may not read. Results are
-// eventually consistent.
+// eventually consistent. It is not paged: an owner's resources are expected
+// to be few.
 func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerRequest) (*pbresource.ListByOwnerResponse, error) {
 	authz, err := s.authorizer(ctx)
 	if err != nil {

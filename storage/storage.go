@@ -89,6 +89,11 @@ var (
 	// greater than the store's current version: one this store never
 	// issued (e.g. it restarted empty). The caller should watch afresh.
 	ErrFutureVersion = errors.New("version is ahead of the store's current version")
+
+	// ErrVersionGone means a paged List asked for a version the store no
+	// longer keeps (compacted, or out of the in-memory event log). The
+	// caller should list again from the first page.
+	ErrVersionGone = errors.New("the store no longer has the version the listing is at")
 )
 
 // ReadConsistency is the guarantee a read asks for.
@@ -331,4 +336,64 @@ type GroupVersionMismatchError struct {
 func (e GroupVersionMismatchError) Error() string {
 	return fmt.Sprintf("resource was requested with GroupVersion=%q, but stored with GroupVersion=%q",
 		e.RequestedType.GetGroupVersion(), e.Stored.GetId().GetType().GetGroupVersion())
+}
+
+// PageKey is a resource's place within its type: its partition, namespace
+// and name. A page ends at one, and the next page starts after it.
+type PageKey struct {
+	Partition, Namespace, Name string
+}
+
+// PageKeyOf returns the place of id within its type.
+func PageKeyOf(id *pbresource.ID) PageKey {
+	t := id.GetTenancy()
+	return PageKey{Partition: t.GetPartition(), Namespace: t.GetNamespace(), Name: id.GetName()}
+}
+
+// PageRequest says which page ListPage returns.
+type PageRequest struct {
+	// Version is the version to list at; empty means the current one,
+	// which the Page reports (the first page of a listing).
+	Version string
+
+	// After, when not nil, starts the page after that key (a previous
+	// page's Last); nil starts at the first resource.
+	After *PageKey
+
+	// Limit is the most resources the page holds; 0 means no limit.
+	Limit int
+}
+
+// Page is one page of a paged listing.
+type Page struct {
+	// Resources are the page's resources, shared and read-only like List's.
+	Resources []*pbresource.Resource
+
+	// Version is the version every page of the listing is consistent at.
+	Version string
+
+	// Last is where the next page starts (its PageRequest.After), set when
+	// More is: the last key the backend looked at, which may be past the
+	// last resource returned.
+	Last PageKey
+
+	// More says that resources may follow Last. A page may hold fewer than
+	// Limit resources, even none, while More is set.
+	More bool
+}
+
+// PagedLister is a Backend that lists in pages consistent at one version.
+// The server uses it when the backend implements it; otherwise a paged List
+// is answered in one page.
+type PagedLister interface {
+	// ListPage returns the resources List would have returned at
+	// req.Version whose keys follow req.After, up to req.Limit.
+	//
+	// Pages follow the backend's key order, which is List's order except
+	// that a backend may order tenancy units bytewise on their joined key
+	// (e.g. etcd puts namespace "a-b" before "a"); paging with After and
+	// Last visits every resource exactly once whatever the order. A
+	// Version the store no longer has gives ErrVersionGone, one it never
+	// issued ErrFutureVersion, one that is not a version ErrInvalidVersion.
+	ListPage(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, req PageRequest) (Page, error)
 }

@@ -757,7 +757,20 @@ type ListRequest struct {
 	// Tenancy to list in; "*" in a field matches every unit.
 	Tenancy *Tenancy `protobuf:"bytes,2,opt,name=tenancy,proto3" json:"tenancy,omitempty"`
 	// NamePrefix, when set, keeps only names that start with it.
-	NamePrefix    string `protobuf:"bytes,3,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	NamePrefix string `protobuf:"bytes,3,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	// PageSize, when not 0, asks for at most this many resources in the
+	// response, and a next_page_token when more follow (Loom only; Consul
+	// ignores it and answers with every resource and no token). Above the
+	// server's maximum (10,000) it is InvalidArgument. 0 with no page_token is
+	// one response with every resource, as before.
+	PageSize uint32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// PageToken continues a listing: the next_page_token of the previous
+	// page, sent with the same type, tenancy and name_prefix (else
+	// InvalidArgument). Every page of one listing is consistent at the
+	// listing's version. A token the store no longer has the version of
+	// (compacted, or out of the in-memory event log) is Aborted: list again
+	// from the first page. A malformed token is InvalidArgument.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -813,11 +826,33 @@ func (x *ListRequest) GetNamePrefix() string {
 	return ""
 }
 
+func (x *ListRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListResponse is the output of List.
 type ListResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resources that matched.
-	Resources     []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	Resources []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// NextPageToken, when not empty, is the page_token of the next page;
+	// empty on the last page (a page may be empty while a token is set).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Version is the store version the listing is consistent at: every page
+	// of one listing shows the store exactly as it was at this version.
+	// WatchList with since_version = version then delivers every later change
+	// exactly once (list-then-watch). Empty when the backend cannot tell.
+	Version       string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -857,6 +892,20 @@ func (x *ListResponse) GetResources() []*Resource {
 		return x.Resources
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 // ListByOwnerRequest is the input of ListByOwner.
@@ -1882,14 +1931,19 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"\vReadRequest\x12-\n" +
 	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\"O\n" +
 	"\fReadResponse\x12?\n" +
-	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\"\xa1\x01\n" +
+	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\"\xdd\x01\n" +
 	"\vListRequest\x123\n" +
 	"\x04type\x18\x01 \x01(\v2\x1f.hashicorp.consul.resource.TypeR\x04type\x12<\n" +
 	"\atenancy\x18\x02 \x01(\v2\".hashicorp.consul.resource.TenancyR\atenancy\x12\x1f\n" +
 	"\vname_prefix\x18\x03 \x01(\tR\n" +
-	"namePrefix\"Q\n" +
+	"namePrefix\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x93\x01\n" +
 	"\fListResponse\x12A\n" +
-	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\"I\n" +
+	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\"I\n" +
 	"\x12ListByOwnerRequest\x123\n" +
 	"\x05owner\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x05owner\"X\n" +
 	"\x13ListByOwnerResponse\x12A\n" +

@@ -8,7 +8,10 @@
 // and, for a backend that implements storage.ResumableBackend (the tests named
 // Resume/ are skipped for one that does not), resuming from a version under
 // racing writers, the fresh snapshot when a version is too old, and
-// bookmarks.
+// bookmarks; and for a storage.PagedLister (Pages/ tests, skipped for
+// others), that the pages of a listing are the store at one version under
+// racing writers, and that a version the backend no longer has is
+// storage.ErrVersionGone.
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
 // returns a new, empty backend:
@@ -128,6 +131,10 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"Resume/RacingWriters", s.testResumeRacingWriters},
 		{"Resume/TooOld", s.testResumeTooOld},
 		{"Resume/Bookmarks", s.testBookmarks},
+		{"Pages/Basics", s.testPagesBasics},
+		{"Pages/ChangesBetween", s.testPagesChangesBetween},
+		{"Pages/RacingWriters", s.testPagesRacingWriters},
+		{"Pages/TooOld", s.testPagesTooOld},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,6 +45,11 @@
 // changes in a goroutine of its own, so it lets go of a snapshot it has not
 // handed out without waiting for its consumer.
 //
+// ListPage (storage.PagedLister) serves pages of a listing at the version of
+// its first page by undoing, with the log, the changes made since: each log
+// entry keeps the resource its change replaced. A listing whose version has
+// left the log gets storage.ErrVersionGone.
+//
 // WatchStats counts the open watches, how far behind they are and how many
 // were dropped, for metrics; it is read when asked.
 //
@@ -154,6 +159,7 @@ type Backend struct {
 var (
 	_ storage.Backend          = (*Backend)(nil)
 	_ storage.ResumableBackend = (*Backend)(nil)
+	_ storage.PagedLister      = (*Backend)(nil)
 )
 
 // New returns an empty Backend ready for use.
@@ -320,6 +326,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 
+	var prev *pbresource.Resource
 	if e == nil {
 		e = &entry{key: key, res: stored, size: size}
 		ti.insert(e)
@@ -328,6 +335,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	} else {
 		old := e.res
+		prev = old
 		e.res, e.size = stored, size
 		if old.Owner != nil || stored.Owner != nil {
 			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
@@ -341,7 +349,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
-	b.publish(typ, key, stored, size, false)
+	b.publish(typ, key, stored, prev, size, false)
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -410,7 +418,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(typ, key, e.res, e.size, true)
+	b.publish(typ, key, e.res, e.res, e.size, true)
 	return nil
 }
 
@@ -522,13 +530,13 @@ func (f *filter) matches(k rkey) bool {
 // publish appends the change at the current revision to the event log and
 // wakes the watches of typ. The caller holds mu exclusively. One event is
 // allocated and shared by all watches.
-func (b *Backend) publish(typ storage.UnversionedType, key rkey, res *pbresource.Resource, size int64, deleted bool) {
+func (b *Backend) publish(typ storage.UnversionedType, key rkey, res, prev *pbresource.Resource, size int64, deleted bool) {
 	f := b.feeds[typ]
 	if f == nil {
 		f = new(feed)
 		b.feeds[typ] = f
 	}
-	e := newEntry(b.revision, typ, f, key, res, size, deleted)
+	e := newEntry(b.revision, typ, f, key, res, prev, size, deleted)
 	b.log.append(e)
 	f.wake()
 	if e.rev%reapEvery == 0 && b.reaping.CompareAndSwap(false, true) {

@@ -88,9 +88,34 @@ func (ti *typeIndex) merge() {
 // list returns the stored resources that match f, in key order. sorted must
 // be up to date; the caller holds the store lock.
 func (ti *typeIndex) list(f filter) []*pbresource.Resource {
+	lo, hi, exact := ti.bounds(f)
 	s := ti.sorted
-	lo, hi := 0, len(s)
-	exact := false // every entry in [lo, hi) matches f
+	if lo == hi {
+		return nil
+	}
+	if exact {
+		out := make([]*pbresource.Resource, hi-lo)
+		for i, e := range s[lo:hi] {
+			out[i] = e.res
+		}
+		return out
+	}
+	var out []*pbresource.Resource
+	for _, e := range s[lo:hi] {
+		if f.matches(e.key) {
+			out = append(out, e.res)
+		}
+	}
+	return out
+}
+
+// bounds returns the range [lo, hi) of sorted that holds every entry
+// matching f, and whether every entry in it matches. sorted must be up to
+// date; the caller holds the store lock.
+func (ti *typeIndex) bounds(f filter) (lo, hi int, exact bool) {
+	s := ti.sorted
+	lo, hi = 0, len(s)
+	// exact: every entry in [lo, hi) matches f.
 	switch {
 	case f.partition == storage.Wildcard:
 		exact = f.namespace == storage.Wildcard && f.prefix == ""
@@ -109,21 +134,5 @@ func (ti *typeIndex) list(f filter) []*pbresource.Resource {
 		})
 		exact = true
 	}
-	if lo == hi {
-		return nil
-	}
-	if exact {
-		out := make([]*pbresource.Resource, hi-lo)
-		for i, e := range s[lo:hi] {
-			out[i] = e.res
-		}
-		return out
-	}
-	var out []*pbresource.Resource
-	for _, e := range s[lo:hi] {
-		if f.matches(e.key) {
-			out = append(out, e.res)
-		}
-	}
-	return out
+	return lo, hi, exact
 }

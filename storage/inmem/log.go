@@ -42,6 +42,12 @@ type logEntry struct {
 	key  rkey
 	size int64 // estimated bytes the entry keeps alive
 	ev   *pbresource.WatchEvent
+	// prev is what was stored under key before the change (nil if
+	// nothing): ListPage undoes the change with it. It is the resource the
+	// change replaced, which the type's previous entry holds too while it
+	// is in the log, so it costs memory of its own only after that entry
+	// is dropped, and never longer than this entry is retained.
+	prev *pbresource.Resource
 }
 
 // entryOverhead estimates, in bytes, what a log entry costs beyond sizeOf
@@ -152,22 +158,23 @@ type deleteEntry struct {
 }
 
 // newEntry returns the entry of a change at rev: an Upsert of res, or a
-// Delete (carrying rev as its version) when deleted.
-func newEntry(rev uint64, typ storage.UnversionedType, f *feed, key rkey, res *pbresource.Resource, size int64, deleted bool) *logEntry {
+// Delete (carrying rev as its version) when deleted; prev is what the change
+// replaced (for a Delete, res itself).
+func newEntry(rev uint64, typ storage.UnversionedType, f *feed, key rkey, res, prev *pbresource.Resource, size int64, deleted bool) *logEntry {
 	if deleted {
 		b := new(deleteEntry)
 		b.delete.Resource = res
 		b.delete.Version = strconv.FormatUint(rev, 10)
 		b.oneof.Delete = &b.delete
 		b.ev.Event = &b.oneof
-		b.logEntry = logEntry{rev: rev, typ: typ, feed: f, key: key, size: size + entryOverhead, ev: &b.ev}
+		b.logEntry = logEntry{rev: rev, typ: typ, feed: f, key: key, size: size + entryOverhead, ev: &b.ev, prev: prev}
 		return &b.logEntry
 	}
 	b := new(upsertEntry)
 	b.upsert.Resource = res
 	b.oneof.Upsert = &b.upsert
 	b.ev.Event = &b.oneof
-	b.logEntry = logEntry{rev: rev, typ: typ, feed: f, key: key, size: size + entryOverhead, ev: &b.ev}
+	b.logEntry = logEntry{rev: rev, typ: typ, feed: f, key: key, size: size + entryOverhead, ev: &b.ev, prev: prev}
 	return &b.logEntry
 }
 
