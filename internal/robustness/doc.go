@@ -3,7 +3,8 @@
 // blanket Write, WriteStatus, Delete with and without a version, strong
 // and eventual Read, List) against a live service, and watchers keep
 // WatchList streams open, each broken off after a random number of
-// events, one of them read slowly. The recorded history is then checked:
+// events and resumed from the last version it delivered, one of them read
+// slowly. The recorded history is then checked:
 //
 //   - strong reads and every write are checked for linearizability with
 //     porcupine, against a model of one register per resource name that
@@ -13,7 +14,9 @@
 //     result older than one an earlier completed read returned, whichever
 //     client made it) and against the acknowledged writes (no value that
 //     no write produced);
-//   - every watch is checked by ValidateWatch (see watch.go).
+//   - every watch is checked by ValidateWatch (see watch.go); a resumed
+//     stream's events go on in the record of the stream it resumes, so
+//     the watch is checked as one unbroken stream.
 //
 // A seed fixes each client's choice of operations (not the interleaving,
 // which the scheduler decides); every failure names the seed, and the

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -117,6 +120,40 @@ func TestValidatorCatchesDroppedEvent(t *testing.T) {
 			t.Fatalf("seed %d: the checks passed though every watch dropped an event", seed)
 		}
 		t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+	}
+}
+
+// skippingResume is a client whose resumed watches start one version late,
+// as a server that resumed from the wrong place would: each resume loses the
+// change right after the resume point.
+type skippingResume struct {
+	pbresource.ResourceServiceClient
+}
+
+func (c skippingResume) WatchList(ctx context.Context, in *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+	if n, err := strconv.ParseUint(in.SinceVersion, 10, 64); err == nil {
+		in = proto.Clone(in).(*pbresource.WatchListRequest)
+		in.SinceVersion = strconv.FormatUint(n+1, 10)
+	}
+	return c.ResourceServiceClient.WatchList(ctx, in, opts...)
+}
+
+// TestValidatorCatchesBadResume shows that the watch validator checks a
+// resumed stream as one unbroken stream: resuming one version late fails.
+func TestValidatorCatchesBadResume(t *testing.T) {
+	caught := 0
+	// Fixed seeds, enough operations that watches are broken and resumed
+	// (each breaks after fewer than 300 events). No slow watcher: a stream
+	// ended for falling behind may start afresh, which skips nothing.
+	for seed := uint64(1); seed <= 4; seed++ {
+		cfg := Config{Seed: seed, Clients: 4, Ops: 400, Names: 3, Watchers: 2}
+		if problems := RunChecked(t, skippingResume{NewService(t, inmem.New())}, cfg); len(problems) > 0 {
+			caught++
+			t.Logf("seed %d: found, as it should:\n%s", seed, problems[0])
+		}
+	}
+	if caught == 0 {
+		t.Fatal("the checks passed on seeds 1-4 though every resumed watch skipped a change")
 	}
 }
 

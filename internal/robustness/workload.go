@@ -367,20 +367,29 @@ func (r *runner) see(s State) {
 // or the run's last write (whose Version arrives in settle) was delivered
 // by one of its streams, which is then Settled. Until then, it breaks
 // every stream off after a random number of events (below 300) and opens
-// a new one.
+// a new one that resumes (since_version) from the last version the broken
+// one delivered: its events go on in the same WatchRecord, so the
+// validator checks the resumed watch exactly as one unbroken stream. When
+// the server cannot resume (NewSnapshot), or a stream fails before it
+// delivered anything to resume from, the next stream is a new record.
 func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex exampleType, server int, h *History, id int, rng *rand.Rand,
 	slow bool, settle *atomic.Uint64,
 ) {
 	var deadline time.Time // for settling, once the last write is known
+	var rec *WatchRecord   // the record a resumed stream goes on in
+	resume := ""           // the last version rec's streams delivered
 	for n := 0; ctx.Err() == nil; n++ {
-		rec := &WatchRecord{ID: id*100000 + n, Server: server, Opened: h.now()}
-		h.addWatch(rec)
+		if resume == "" {
+			rec = &WatchRecord{ID: id*100000 + n, Server: server, Opened: h.now()}
+			h.addWatch(rec)
+		}
 		wctx, cancel := context.WithCancel(ctx)
 		stream, err := client.WatchList(wctx, &pbresource.WatchListRequest{
-			Type: copyType(ex.typ), Tenancy: ex.ten(),
+			Type: copyType(ex.typ), Tenancy: ex.ten(), SinceVersion: resume,
 		})
 		if err != nil {
 			rec.End = err.Error()
+			resume = ""
 			cancel()
 			time.Sleep(10 * time.Millisecond) // a pause before watching again, not a wait for a condition
 			continue
@@ -392,6 +401,14 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 				delay = append(delay, time.Duration(rng.IntN(2000))*time.Microsecond)
 			}
 		}
+		// The receiving goroutine owns last, live and resume until it sends
+		// on ended; current is the record its events go to.
+		var current atomic.Pointer[WatchRecord]
+		current.Store(rec)
+		received := atomic.Int64{}
+		// last is the version to resume from: only once the stream is past
+		// its snapshot (a snapshot's resources are in no version order).
+		last, live := resume, resume != ""
 		ended := make(chan error, 1)
 		go func() {
 			for i := 0; ; i++ {
@@ -400,10 +417,30 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 				}
 				ev, err := stream.Recv()
 				if err != nil {
+					resume = ""
+					if live {
+						resume = last
+					}
 					ended <- err
 					return
 				}
-				rec.add(recordEvent(ev, h.now()))
+				if ev.GetNewSnapshot() != nil {
+					// No resume: what follows is a fresh snapshot, a new record.
+					fresh := &WatchRecord{ID: id*100000 + n, Server: server, Opened: h.now()}
+					h.addWatch(fresh)
+					current.Load().End = "resume refused: NewSnapshot"
+					current.Store(fresh)
+					live = false
+					continue
+				}
+				if ev.GetEndOfSnapshot() != nil {
+					live = true
+				}
+				if v := eventVersion(ev); v != "" && live {
+					last = v
+				}
+				current.Load().add(recordEvent(ev, h.now()))
+				received.Add(1)
 			}
 		}()
 		tick := time.NewTicker(time.Millisecond)
@@ -412,15 +449,18 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 		for {
 			select {
 			case err := <-ended:
+				rec = current.Load()
 				rec.End = endOf(err)
 				break wait
 			case <-tick.C:
 			}
 			target := settle.Load()
+			cur := current.Load()
 			switch {
-			case target != 0 && rec.delivered(target):
-				rec.Settled = true
+			case target != 0 && cur.delivered(target):
+				cur.Settled = true
 				cancel()
+				rec = cur
 				rec.End = endOf(<-ended)
 				done = true
 				break wait
@@ -428,10 +468,11 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 				deadline = time.Now().Add(30 * time.Second)
 			case target != 0 && time.Now().After(deadline):
 				cancel()
+				rec = cur
 				rec.End = endOf(<-ended) + " (" + errNotSettled + ")"
 				done = true
 				break wait
-			case target == 0 && breakAfter >= 0 && len(rec.Events()) >= breakAfter:
+			case target == 0 && breakAfter >= 0 && int(received.Load()) >= breakAfter:
 				cancel() // a broken stream: the fault injected
 				breakAfter = -1
 			}
@@ -442,6 +483,22 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 			return
 		}
 	}
+}
+
+// eventVersion returns the store version an event brings a watch to (its
+// resume point), or "" if it gives none.
+func eventVersion(ev *pbresource.WatchEvent) string {
+	switch e := ev.Event.(type) {
+	case *pbresource.WatchEvent_Upsert_:
+		return e.Upsert.GetResource().GetVersion()
+	case *pbresource.WatchEvent_Delete_:
+		return e.Delete.GetVersion()
+	case *pbresource.WatchEvent_EndOfSnapshot_:
+		return e.EndOfSnapshot.GetVersion()
+	case *pbresource.WatchEvent_Bookmark_:
+		return e.Bookmark.GetVersion()
+	}
+	return ""
 }
 
 func endOf(err error) string {
