@@ -282,14 +282,18 @@ func TestCluster(t *testing.T) {
 	// delivered one are held too, so as far as the store can tell its term
 	// ended when it was cut off; what it had in flight arrives after the
 	// next term began.
+	// The writer pauses meanwhile: its Bars would change faster than a
+	// slowed-down server can write their status (its status writes would
+	// lose the race and never be sent), and the flow control of its watch
+	// over the slowed link would leave its cache ever further behind. A Bar
+	// of its own, written once per attempt, gives it something to reconcile
+	// besides what it has queued.
+	w.pause()
 	paused.slowEtcd(linkDelay)
-	// The writer's Bars change faster than a slowed-down server can write
-	// their status (its status writes lose the race and are never sent), so
-	// a Bar of its own, left alone after each write, is what it reconciles
-	// and writes the status of.
 	inFlight := false
 	for attempt := 0; !inFlight; attempt++ {
 		if attempt == 10 {
+			w.resume()
 			paused.releaseEtcd()
 			largest := 0
 			for _, p := range paused.proxies {
@@ -313,6 +317,7 @@ func TestCluster(t *testing.T) {
 	pausedAt := time.Now()
 	t.Logf("freezing %s (term %d) with a write in flight", paused.node, pausedTerm)
 	paused.signal(syscall.SIGSTOP)
+	w.resume()
 	var thirdTerm int64
 	if err := poll(pausedAt.Add(leaseTTL+failoverSlack), func() error {
 		for _, l := range third.logLines() {
@@ -659,6 +664,7 @@ func etcdLeader(ctx context.Context, t *testing.T, etcd *clientv3.Client, member
 // write until it is acknowledged, and remembers what was acknowledged last.
 type writer struct {
 	mu     sync.Mutex
+	gate   chan struct{} // while not nil, run waits for it to close (see pause)
 	client pbresource.ResourceServiceClient
 	acked  map[string]string // name -> baz last acknowledged; "" deleted
 	rounds int
@@ -749,9 +755,38 @@ func (w *writer) delete(ctx context.Context, t *testing.T, name string) {
 
 // run writes rounds (every keep Bar once, with the round in its baz) until
 // stop is closed; the write in progress then completes.
+// pause makes run wait before its next write until resume.
+func (w *writer) pause() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gate == nil {
+		w.gate = make(chan struct{})
+	}
+}
+
+// resume lets run write again.
+func (w *writer) resume() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gate != nil {
+		close(w.gate)
+		w.gate = nil
+	}
+}
+
 func (w *writer) run(ctx context.Context, t *testing.T, stop <-chan struct{}) {
 	for round := 1; ; round++ {
 		for i := range keepNames {
+			w.mu.Lock()
+			gate := w.gate
+			w.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-stop:
+					return
+				}
+			}
 			select {
 			case <-stop:
 				return
