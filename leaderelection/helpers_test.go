@@ -24,8 +24,8 @@ import (
 // a lease duration after they saw it change. The renew deadline is long
 // enough that a loaded test machine does not miss renewals.
 const (
-	testLeaseDuration = 1500 * time.Millisecond
-	testRenewDeadline = 1000 * time.Millisecond
+	testLeaseDuration = 3 * time.Second
+	testRenewDeadline = 2 * time.Second
 	testRetryPeriod   = 25 * time.Millisecond
 )
 
