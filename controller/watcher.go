@@ -153,7 +153,7 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 	// resuming: the stream may be the changes after resume.version, as
 	// asked, and its events are applied at once. If it proves to be a
 	// snapshot after all, what it upserted before that is in the cache
-	// with a version after resumedFrom (see snapshotEnd).
+	// with a version after resumedFrom (see appliedSince).
 	resuming := resume.version != ""
 	inSnapshot := !resuming
 	resumedFrom := *resume
@@ -184,7 +184,7 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			if res.GetId() == nil {
 				continue
 			}
-			if resuming && !resume.before(res.Version) {
+			if resuming && !resume.precedes(res.Version) {
 				// Not a change after the resume point: the server ignored
 				// since_version and this is a snapshot.
 				resuming, inSnapshot = false, true
@@ -291,7 +291,7 @@ func (w *cacheWatcher) appliedSince(typ *pbresource.Type, snapshot []*pbresource
 		in[resource.IDString(res.Id)] = true
 	}
 	for _, res := range all {
-		if p.before(res.Version) && !in[resource.IDString(res.Id)] {
+		if p.precedes(res.Version) && !in[resource.IDString(res.Id)] {
 			snapshot = append(snapshot, res)
 		}
 	}
@@ -322,9 +322,10 @@ func (p *resumePoint) advance(v string) {
 	}
 }
 
-// before reports whether the version v is after the point, i.e. a change
-// a resumed stream may send. Versions that are not numbers are not.
-func (p *resumePoint) before(v string) bool {
+// precedes reports whether the point comes before the version v, i.e. v
+// is a change a resumed stream may send. Versions that are not numbers
+// are not.
+func (p *resumePoint) precedes(v string) bool {
 	n, err := strconv.ParseUint(v, 10, 64)
 	return err == nil && n > p.n
 }
