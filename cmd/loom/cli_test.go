@@ -104,6 +104,10 @@ func TestCLIAgainstServer(t *testing.T) {
 		!regexp.MustCompile(`^b\s+default\.default\s+\d+s\s+\d+\s+-$`).MatchString(lines[2]) {
 		t.Errorf("list -o table printed\n%s", out)
 	}
+	// Pages of 2: the same three, all of them.
+	if paged := c.ok("list", "clitest.v1.Widget", "-page-size", "2"); paged != out {
+		t.Errorf("list -page-size 2 printed\n%s\nwant what list printed\n%s", paged, out)
+	}
 	// Flags after the arguments, as kubectl takes them; an empty list.
 	out, errOut, code := c.run("list", "clitest.v1.Widget", "-prefix", "zzz")
 	if code != 0 || out != "" || errOut != "No resources found.\n" {
@@ -157,11 +161,35 @@ func TestCLIAgainstServer(t *testing.T) {
 			}
 		}
 	}
-	waitFor("end of snapshot", func(l string) bool { return l == `{"endOfSnapshot":{}}` })
+	eos := regexp.MustCompile(`^\{"endOfSnapshot":\{"version":"(\d+)"\}\}$`)
+	var since string
+	waitFor("end of snapshot", func(l string) bool {
+		if m := eos.FindStringSubmatch(l); m != nil {
+			since = m[1]
+			return true
+		}
+		return false
+	})
 	c.ok("apply", "-f", writeFile(t, "c.yaml", "id: {type: clitest.v1.Widget, name: c}\ndata: {'@type': type.googleapis.com/loom.clitest.v1.Widget, color: green, size: 4}\n"))
 	waitFor("upsert of c with size 4", func(l string) bool {
 		return strings.HasPrefix(l, `{"upsert":`) && strings.Contains(l, `"size":4`)
 	})
+
+	// -since the snapshot's version: only the change after it, no
+	// snapshot; in a table too, with its header.
+	out, errOut, code = c.run("watch", "clitest.v1.Widget", "-since", since, "-timeout", "1s")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"size":4`) || strings.Contains(out, "endOfSnapshot") {
+		t.Errorf("watch -since %s: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the one upsert of c", since, code, out, errOut)
+	}
+	out, errOut, code = c.run("watch", "clitest.v1.Widget", "-since", since, "-o", "table", "-timeout", "1s")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "EVENT ") ||
+		!regexp.MustCompile(`^UPSERT\s+c\s`).MatchString(lines[1]) || errOut != "" {
+		t.Errorf("watch -since %s -o table: exit %d\nstdout:\n%s\nstderr:\n%s", since, code, out, errOut)
+	}
+	// A version the store has not reached: the server's OutOfRange.
+	if _, errOut, code := c.run("watch", "clitest.v1.Widget", "-since", "999999999", "-timeout", "5s"); code != 1 || !strings.Contains(errOut, "OutOfRange") {
+		t.Errorf("watch -since from the future: exit %d, stderr %q; want 1 and OutOfRange", code, errOut)
+	}
 
 	// -timeout ends a watch, with exit status 0.
 	out, errOut, code = c.run("watch", "clitest.v1.Widget", "-o", "table", "-timeout", "1s")
@@ -211,6 +239,7 @@ func TestCLIUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"list"}, {"list", "-bogus", "x.v1.Y"}, {"read", "x.v1.Y"}, {"apply"}, {"apply", "x.yaml"},
 		{"list", "x.v1.Y", "-o", "xml"}, {"delete", "x.v1.Y", "n", "-f", "f.yaml"}, {"nope"},
+		{"list", "x.v1.Y", "-page-size", "10001"}, {"list", "-owner", "x.v1.Y/n", "-page-size", "5"},
 	} {
 		if _, errOut, code := c.run(args...); code != 2 {
 			t.Errorf("loom %v: exit %d (%s), want 2", args, code, errOut)

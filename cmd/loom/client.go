@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/server"
 )
 
 // The client commands talk to a running server (Loom's or Consul's) over
@@ -65,9 +66,11 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		example: "loom list foo.v1.Bar\n" +
 			"loom list foo.v1.Bar -namespace '*' -o yaml\n" +
 			"loom list -owner foo.v1.Bar/default.default/my-bar\n" +
-			"loom list -owner foo.v1.Bar/my-bar foo.v1.Zip",
+			"loom list -owner foo.v1.Bar/my-bar foo.v1.Zip\n" +
+			"loom list foo.v1.Bar -page-size 1000",
 	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
+	pageSize := c.fs.Uint("page-size", 0, "read the list in pages of at most `n` resources, all consistent at one version, so no reply nears the message size limit (0: one reply; not with -owner)")
 	owner := c.fs.String("owner", "", "list what the resource `ID` owns: TYPE/[PARTITION.NAMESPACE/]NAME[@UID] (tenancy from -partition and -namespace when left out)")
 	format := c.fs.String("o", formatTable, "output `format`: table, json, yaml or name")
 	if err := c.parse(args, 0, 1); err != nil {
@@ -86,6 +89,12 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else if *owner == "" {
 		return usagef("%s: want a TYPE, or -owner", c.fs.Name())
 	}
+	if *pageSize > server.MaxListPageSize {
+		return usagef("%s: -page-size %d is above the server's maximum, %d", c.fs.Name(), *pageSize, server.MaxListPageSize)
+	}
+	if *pageSize > 0 && *owner != "" {
+		return usagef("%s: -page-size does not apply to -owner (ListByOwner has no pages)", c.fs.Name())
+	}
 	var ownerID *pbresource.ID
 	if *owner != "" {
 		id, err := parseIDArg(*owner, c.tenancy())
@@ -97,11 +106,27 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
 		var list []*pbresource.Resource
 		if ownerID == nil {
-			resp, err := s.client.List(ctx, &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix})
-			if err != nil {
-				return err
+			req := &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, PageSize: uint32(*pageSize)}
+			for restarts := 0; ; {
+				resp, err := s.client.List(ctx, req)
+				if status.Code(err) == codes.Aborted && req.PageToken != "" && restarts < 3 {
+					// The store moved past the listing's version (writes
+					// between pages outran its history): list again.
+					restarts++
+					list, req.PageToken = nil, ""
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				list = append(list, resp.Resources...)
+				// A server that does not page (Consul) sends everything
+				// and no token.
+				if resp.NextPageToken == "" {
+					break
+				}
+				req.PageToken = resp.NextPageToken
 			}
-			list = resp.Resources
 		} else {
 			if ownerID.Uid == "" {
 				// ListByOwner wants the owner's uid: read it.

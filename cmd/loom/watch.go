@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,13 +32,19 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"-o json prints one JSON event per line; -o table one line per event (EVENT is UPSERT\n" +
 			"or DELETE; the end of the snapshot goes to stderr). When the server answers\n" +
 			"Unavailable (it is stopping, or this client fell behind), loom watches again after a\n" +
-			"backoff, and the server sends a fresh snapshot.",
+			"backoff, resuming after the last change it printed when the server still has the\n" +
+			"changes since (otherwise the server sends a fresh snapshot, announced by a\n" +
+			"newSnapshot event). -since VERSION starts that way: only the changes after VERSION,\n" +
+			"a version an earlier watch printed (a resource's, or an endOfSnapshot's, delete's\n" +
+			"or bookmark's version in -o json).",
 		example: "loom watch foo.v1.Bar\n" +
 			"loom watch foo.v1.Bar -namespace '*' -o table\n" +
-			"loom watch foo.v1.Bar -timeout 30s",
+			"loom watch foo.v1.Bar -timeout 30s\n" +
+			"loom watch foo.v1.Bar -since 4711 -o json",
 	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
 	format := c.fs.String("o", formatJSON, "output `format`: json or table")
+	since := c.fs.String("since", "", "print only the changes after this store `version` (a fresh snapshot when the server no longer has them)")
 	// -timeout means something else here: how long to watch.
 	c.fs.Lookup("timeout").Usage = "stop watching after this long and exit 0 (0: until interrupted)"
 	c.timeout = 0
@@ -63,15 +71,20 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer s.Close()
 	w := &eventWriter{p: s.printer(*format, stdout)}
-	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix}
+	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, SinceVersion: *since}
 	return watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax))
 }
 
 // watchLoop watches until ctx ends, watching again after a backoff when a
-// stream (or the call that opens it) ends with Unavailable. It returns nil
-// when ctx ends, and any other error of the server.
+// stream (or the call that opens it) ends with Unavailable, from where the
+// last one left off when the server tells versions. It returns nil when ctx
+// ends, and any other error of the server.
 func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req *pbresource.WatchListRequest, w *eventWriter, stderr io.Writer, bo backoff.BackOff) error {
+	// Bookmarks keep the resume point of a quiet type current.
+	req.Bookmarks = true
+	w.resume, w.resumed = req.SinceVersion, false
 	for {
+		req.SinceVersion = w.resume
 		received, err := watchOnce(ctx, client, req, w)
 		if ctx.Err() != nil {
 			return nil // interrupted or -timeout: the normal ways to stop
@@ -80,6 +93,14 @@ func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req
 			// -timeout: gRPC may end the stream on the deadline a
 			// moment before ctx says it has passed.
 			return nil
+		}
+		if w.resumed && refusedSince(err) {
+			// A point this command found itself (not -since) that the
+			// server no longer accepts (it restarted with an empty
+			// store, say): watch afresh, at once.
+			fmt.Fprintf(stderr, "loom: watch: %s; watching afresh\n", errorText(err))
+			w.resume, w.resumed = "", false
+			continue
 		}
 		if status.Code(err) != codes.Unavailable {
 			return err
@@ -108,7 +129,7 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 	if err != nil {
 		return false, err
 	}
-	w.startSnapshot()
+	w.startStream(req.SinceVersion != "")
 	received := false
 	for {
 		ev, err := stream.Recv()
@@ -128,7 +149,13 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 // are printed as events come, so a column can only grow: a value longer
 // than any before shifts the columns after it.
 type eventWriter struct {
-	p          *printer
+	p *printer
+	// resume is the version to resume after ("" for none), and resumed
+	// whether this command found it on a stream (rather than -since): a
+	// point of its own that the server refuses is dropped, -since's is an
+	// error.
+	resume     string
+	resumed    bool
 	widths     []int // of the table's columns so far
 	header     bool  // whether the table's header was printed
 	inSnapshot bool
@@ -137,11 +164,37 @@ type eventWriter struct {
 
 var tableHeader = []string{"EVENT", "NAME", "TENANCY", "AGE", "VERSION", "STATUS"}
 
-// startSnapshot is called when a stream starts: its first events are a
-// snapshot.
-func (w *eventWriter) startSnapshot() {
-	w.inSnapshot = true
+// startStream is called when a stream starts: its first events are a
+// snapshot, unless it resumes.
+func (w *eventWriter) startStream(resuming bool) {
+	w.inSnapshot = !resuming
 	w.pending = w.pending[:0]
+}
+
+// advance moves the resume point to v, a version after which the stream
+// has sent every change. Versions are numbers on Loom's servers; one that
+// is not turns resuming off, as a server that tells none does.
+func (w *eventWriter) advance(v string) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		w.resume, w.resumed = "", false
+		return
+	}
+	if cur, err := strconv.ParseUint(w.resume, 10, 64); err != nil || n > cur {
+		w.resume = v
+	}
+	w.resumed = true
+}
+
+// refusedSince reports whether err is a server refusing a since_version.
+func refusedSince(err error) bool {
+	switch status.Code(err) {
+	case codes.OutOfRange:
+		return true
+	case codes.InvalidArgument:
+		return strings.Contains(status.Convert(err).Message(), "since_version")
+	}
+	return false
 }
 
 func (w *eventWriter) flushSnapshot() {
@@ -178,22 +231,52 @@ func (w *eventWriter) line(cells []string) string {
 }
 
 func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
-	var kind string
+	var kind, version string
 	var res *pbresource.Resource
 	switch e := ev.Event.(type) {
 	case *pbresource.WatchEvent_Upsert_:
 		kind, res = "upsert", e.Upsert.GetResource()
+		if !w.inSnapshot {
+			// Inside a snapshot versions come in no order: only its end
+			// is a resume point.
+			w.advance(res.GetVersion())
+		}
 	case *pbresource.WatchEvent_Delete_:
-		kind, res = "delete", e.Delete.GetResource()
+		kind, res, version = "delete", e.Delete.GetResource(), e.Delete.GetVersion()
+		if !w.inSnapshot {
+			w.advance(cmp.Or(version, res.GetVersion()))
+		}
 	case *pbresource.WatchEvent_EndOfSnapshot_:
-		kind = "endOfSnapshot"
+		kind, version = "endOfSnapshot", e.EndOfSnapshot.GetVersion()
+		if w.p.format != formatTable {
+			w.inSnapshot = false // a table's ends when it is printed, below
+		}
+		if version != "" {
+			w.resume = ""
+			w.advance(version)
+		} else {
+			w.resume, w.resumed = "", false // a server that cannot resume
+		}
+	case *pbresource.WatchEvent_NewSnapshot_:
+		kind = "newSnapshot"
+		w.startStream(false)
+	case *pbresource.WatchEvent_Bookmark_:
+		kind, version = "bookmark", e.Bookmark.GetVersion()
+		w.advance(version)
+		if w.p.format == formatTable {
+			return nil
+		}
 	default:
 		return nil // an event this client does not know: skip it
 	}
 	if w.p.format == formatTable {
-		if res == nil {
+		switch kind {
+		case "endOfSnapshot":
 			w.flushSnapshot()
 			fmt.Fprintln(w.p.stderr, "loom: watch: end of snapshot; what follows are changes")
+			return nil
+		case "newSnapshot":
+			fmt.Fprintln(w.p.stderr, "loom: watch: the server no longer has the changes since the last version seen; a fresh snapshot follows")
 			return nil
 		}
 		cells := append([]string{strings.ToUpper(kind)}, strings.Split(w.p.row(res), "\t")...)
@@ -202,18 +285,28 @@ func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
 			w.pending = append(w.pending, cells)
 			return nil
 		}
+		if !w.header {
+			w.flushSnapshot() // a resumed stream: no snapshot, just the header
+		}
 		_, err := fmt.Fprintln(w.p.stdout, w.line(cells))
 		return err
 	}
 	// JSON, one event per line, in protojson's form.
-	body := []byte("{}")
+	body := []byte("{")
 	if res != nil {
 		b, err := w.p.resourceJSON(res)
 		if err != nil {
 			return err
 		}
-		body = append(append([]byte(`{"resource":`), b...), '}')
+		body = append(append(body, `"resource":`...), b...)
 	}
+	if version != "" {
+		if res != nil {
+			body = append(body, ',')
+		}
+		body = strconv.AppendQuote(append(body, `"version":`...), version)
+	}
+	body = append(body, '}')
 	line := append(append([]byte(`{"`+kind+`":`), body...), '}')
 	return w.p.writeDoc(line, true)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type fakeWatcher struct {
 	mu      sync.Mutex
 	streams []fakeStream
 	calls   int
+	since   []string // each call's since_version
 }
 
 type fakeStream struct {
@@ -33,10 +35,11 @@ type fakeStream struct {
 	end    error // nil: block until ctx ends
 }
 
-func (f *fakeWatcher) WatchList(ctx context.Context, _ *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+func (f *fakeWatcher) WatchList(ctx context.Context, req *pbresource.WatchListRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.since = append(f.since, req.SinceVersion)
 	if len(f.streams) == 0 {
 		return nil, status.Error(codes.Unavailable, "no more streams")
 	}
@@ -95,5 +98,45 @@ func TestWatchAgainOnUnavailable(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("interrupted watch returned %v, want nil", err)
+	}
+}
+
+// A stream that breaks is watched again from the last version it printed;
+// when the server refuses that version, afresh.
+func TestWatchResumes(t *testing.T) {
+	eos := &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{Version: "5"}}}
+	upsert := func(v string) *pbresource.WatchEvent {
+		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: &pbresource.Resource{Version: v}}}}
+	}
+	bookmark := &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Bookmark_{Bookmark: &pbresource.WatchEvent_Bookmark{Version: "9"}}}
+	unavailable := status.Error(codes.Unavailable, "going away")
+	f := &fakeWatcher{streams: []fakeStream{
+		// Versions inside a snapshot are no resume point: a break there
+		// resumes from where the command started.
+		{events: []*pbresource.WatchEvent{upsert("3")}, end: unavailable},
+		{events: []*pbresource.WatchEvent{upsert("2"), eos, upsert("7")}, end: unavailable},
+		{events: []*pbresource.WatchEvent{bookmark}, end: unavailable},
+		{end: status.Error(codes.OutOfRange, "since_version 9 is ahead of the store")},
+		{events: []*pbresource.WatchEvent{eos}, end: status.Error(codes.PermissionDenied, "no")},
+	}}
+	var stdout, stderr bytes.Buffer
+	types := &typeResolver{ctx: context.Background(), noServer: errors.New("none")}
+	w := &eventWriter{p: &printer{format: formatJSON, types: types, stdout: &stdout, stderr: &stderr, now: time.Now, warned: map[string]bool{}}}
+	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("watchLoop returned %v, want the PermissionDenied that ended the last stream", err)
+	}
+	if want := []string{"", "", "7", "9", ""}; !slices.Equal(f.since, want) {
+		t.Errorf("since_version of each watch: %q, want %q", f.since, want)
+	}
+	if !strings.Contains(stdout.String(), `{"bookmark":{"version":"9"}}`) || !strings.Contains(stdout.String(), `{"endOfSnapshot":{"version":"5"}}`) {
+		t.Errorf("printed %s; want the bookmark and the end of snapshot with their versions", stdout.String())
+	}
+
+	// -since that the server refuses is the command's error.
+	f = &fakeWatcher{streams: []fakeStream{{end: status.Error(codes.OutOfRange, "since_version 9 is ahead of the store")}}}
+	err = watchLoop(context.Background(), f, &pbresource.WatchListRequest{SinceVersion: "9"}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	if status.Code(err) != codes.OutOfRange || f.calls != 1 {
+		t.Errorf("watch -since refused: %v after %d watches, want OutOfRange after 1", err, f.calls)
 	}
 }
