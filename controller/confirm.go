@@ -28,34 +28,53 @@ import (
 // Resources the List returns at the snapshot's version are taken from the
 // snapshot (decoded compactly from the stream). A server without List
 // (Unimplemented) cannot be confirmed against: its snapshot is taken as it
-// is.
+// is. The List asks for pages of confirmPageSize, which a server that
+// pages (any of them consistent at one version) keeps each reply well
+// under the message size limit with; Consul ignores it and sends all.
 func (w *cacheWatcher) confirm(ctx context.Context, typ *pbresource.Type, snapshot []*pbresource.Resource) ([]*pbresource.Resource, uint64, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
-	rsp, err := w.Client.List(ctx, &pbresource.ListRequest{
-		Type:    typ,
-		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
-	})
-	if status.Code(err) == codes.Unimplemented {
-		return snapshot, 0, nil
+	req := &pbresource.ListRequest{
+		Type:     typ,
+		Tenancy:  &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+		PageSize: confirmPageSize,
 	}
-	if err != nil {
-		return nil, 0, err
+	var listed []*pbresource.Resource
+	for {
+		rsp, err := w.Client.List(ctx, req)
+		if status.Code(err) == codes.Unimplemented {
+			return snapshot, 0, nil
+		}
+		if err != nil {
+			// Aborted between pages (writes outran the server's
+			// history) too: the watch is opened again, and confirms
+			// again.
+			return nil, 0, err
+		}
+		listed = append(listed, rsp.Resources...)
+		if rsp.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rsp.NextPageToken
 	}
 	streamed := make(map[string]*pbresource.Resource, len(snapshot))
 	for _, res := range snapshot {
 		streamed[resource.IDString(res.Id)] = res
 	}
 	var floor uint64
-	for i, res := range rsp.Resources {
+	for i, res := range listed {
 		if s := streamed[resource.IDString(res.Id)]; s != nil && s.Version == res.Version && s.Id.Uid == res.Id.Uid {
-			rsp.Resources[i] = s
+			listed[i] = s
 		}
 		if n, err := strconv.ParseUint(res.GetVersion(), 10, 64); err == nil && n > floor {
 			floor = n
 		}
 	}
-	return rsp.Resources, floor, nil
+	return listed, floor, nil
 }
+
+// confirmPageSize is the page size of confirm's List: a reply of 1,000
+// resources of up to 4 KB each stays under gRPC's 4 MB default limit.
+const confirmPageSize = 1000
 
 // upsert applies a change from the stream. From a server whose snapshots
 // are confirmed (unversioned), a change at or before floor is already in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/cache"
@@ -311,5 +312,70 @@ func TestLastFinalizerAgainstConsul(t *testing.T) {
 			require.NoError(t, err)
 			c.WaitForDeletion(t, barID("doomed"))
 		})
+	}
+}
+
+// unversionedServer is a Loom server's client whose WatchList snapshots
+// carry no version, as a server that cannot tell one (so the cache
+// confirms them by List), and that records every List request.
+type unversionedServer struct {
+	pbresource.ResourceServiceClient
+	mu    sync.Mutex
+	lists []*pbresource.ListRequest
+}
+
+func (u *unversionedServer) List(ctx context.Context, req *pbresource.ListRequest, opts ...grpc.CallOption) (*pbresource.ListResponse, error) {
+	u.mu.Lock()
+	u.lists = append(u.lists, proto.Clone(req).(*pbresource.ListRequest)) // the caller reuses req
+	u.mu.Unlock()
+	return u.ResourceServiceClient.List(ctx, req, opts...)
+}
+
+func (u *unversionedServer) WatchList(ctx context.Context, req *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+	inner := &pbresource.WatchListRequest{Type: req.Type, Tenancy: req.Tenancy, NamePrefix: req.NamePrefix}
+	s, err := u.ResourceServiceClient.WatchList(ctx, inner, opts...)
+	return unversionedStream{s}, err
+}
+
+type unversionedStream struct {
+	grpc.ServerStreamingClient[pbresource.WatchEvent]
+}
+
+func (s unversionedStream) Recv() (*pbresource.WatchEvent, error) {
+	ev, err := s.ServerStreamingClient.Recv()
+	if ev.GetEndOfSnapshot() != nil {
+		// Events are shared and immutable: a new one, without version.
+		ev = &pbresource.WatchEvent{Event: &pbresource.WatchEvent_EndOfSnapshot_{EndOfSnapshot: &pbresource.WatchEvent_EndOfSnapshot{}}}
+	}
+	return ev, err
+}
+
+// TestConfirmReadsPages checks that the List confirming an unversioned
+// snapshot reads pages from a server that has them, and that the cache
+// gets all of them.
+func TestConfirmReadsPages(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	const n = 2500
+	for i := range n {
+		writeBar(t, svc.Client, "bar-"+strconv.Itoa(i), "x", nil)
+	}
+	client := &unversionedServer{ResourceServiceClient: svc.Client}
+	m := newManager(t, client)
+	m.MustRegister(controller.NewController("on-v1", foo.BarV1Type).WithReconciler(&reconciled{}))
+	m.SetLeader(true)
+	runManager(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, m.WaitPrimed(ctx))
+	all, err := m.Cache().All(foo.BarV1Type)
+	require.NoError(t, err)
+	require.Len(t, all, n)
+
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	require.GreaterOrEqual(t, len(client.lists), 3, "2,500 resources in pages of at most 1,000")
+	for i, req := range client.lists[:3] {
+		require.NotZero(t, req.PageSize, "List %d asks for pages", i)
+		require.Equal(t, i > 0, req.PageToken != "", "List %d: page token %q", i, req.PageToken)
 	}
 }

@@ -23,6 +23,8 @@ import (
 //     reuses a cached snapshot; Consul's is up to 10 s old.
 //   - WatchList ignores since_version and bookmarks, sends no NewSnapshot,
 //     and its EndOfSnapshot and Delete events carry no version.
+//   - List ignores page_size and page_token (it sends everything at once)
+//     and tells no version.
 //   - Removing a marked resource's last finalizer leaves it in the store,
 //     marked and without finalizers, until a further Delete.
 //
@@ -59,12 +61,14 @@ func watchKey(req *pbresource.WatchListRequest) string {
 	return resource.TypeString(req.GetType()) + "/" + t.GetPartition() + "/" + t.GetNamespace() + "/" + req.GetNamePrefix()
 }
 
-// List keeps only the requested GroupVersion.
+// List keeps only the requested GroupVersion, and knows no pages.
 func (c *consulClient) List(ctx context.Context, req *pbresource.ListRequest, opts ...grpc.CallOption) (*pbresource.ListResponse, error) {
-	rsp, err := c.ResourceServiceClient.List(ctx, req, opts...)
+	inner := &pbresource.ListRequest{Type: req.Type, Tenancy: req.Tenancy, NamePrefix: req.NamePrefix}
+	rsp, err := c.ResourceServiceClient.List(ctx, inner, opts...)
 	if err != nil {
 		return nil, err
 	}
+	rsp.Version = ""
 	kept := rsp.Resources[:0]
 	for _, res := range rsp.Resources {
 		if res.GetId().GetType().GetGroupVersion() == req.GetType().GetGroupVersion() {
