@@ -96,8 +96,18 @@ func TestClientCommands(t *testing.T) {
 	if _, err := runCLI(t, ctx, "delete", "-addr", addr, "foo.v1.Bar", "cli"); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if _, err := runCLI(t, ctx, "read", "-addr", addr, "foo.v1.Bar", "cli"); status.Code(err) != codes.NotFound {
-		t.Errorf("read after delete: %v, want NotFound", err)
+	// The example controller may have added its finalizer: the deletion
+	// then completes once it has removed it.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, err := runCLI(t, ctx, "read", "-addr", addr, "foo.v1.Bar", "cli")
+		if status.Code(err) == codes.NotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read 10 s after delete: %v, want NotFound", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
