@@ -32,7 +32,6 @@ func TestConformance(t *testing.T) {
 		return newTestBackend(t, WithWatchBufferSize(2000))
 	}, conformance.Options{
 		SlowWatcherWrites: 500,
-		NoBookmarks:       true, // see WatchListSince
 		Forget: func(t *testing.T, b storage.Backend) {
 			client := b.(*Backend).client
 			ctx := testContext(t)
