@@ -143,11 +143,18 @@ func (cu *catchUp) run(ctx context.Context, b *Backend, f *feed, q query, from i
 			reached = resp.Events[n-1].Kv.ModRevision
 			from = reached + 1
 		}
+		// Hand over once the ring holds every change after reached and
+		// the feed has got that far (else a burst the feed has yet to
+		// append could push reached out of the ring at once).
 		f.mu.RLock()
-		floor := f.floor
+		inRing := reached >= f.floor
+		over := inRing && f.known >= reached
 		f.mu.RUnlock()
-		if reached >= floor {
+		if over {
 			items = append(items, item{rev: reached})
+		} else if inRing {
+			// The feed is behind: have etcd say how far it is.
+			f.requestProgress()
 		}
 		if len(items) > 0 {
 			running, endedNow := cu.q.TryPush(items...)
@@ -158,7 +165,7 @@ func (cu *catchUp) run(ctx context.Context, b *Backend, f *feed, q query, from i
 				return
 			}
 		}
-		if reached >= floor {
+		if over {
 			return
 		}
 		clear(items)
