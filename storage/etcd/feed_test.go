@@ -203,6 +203,13 @@ func TestCatchUpBound(t *testing.T) {
 	v, err := strconv.ParseInt(first.Version, 10, 64)
 	require.NoError(t, err)
 	since := strconv.FormatInt(v-1, 10)
+	// The ring has dropped the first changes (rather than being yet to
+	// receive them).
+	require.Eventually(t, func() bool {
+		b.feed.mu.RLock()
+		defer b.feed.mu.RUnlock()
+		return b.feed.floor >= v
+	}, 10*time.Second, time.Millisecond)
 
 	// A slot free: exactly the changes after since, then the ring's.
 	got := resumeFrom(t, ctx, b, since, n)
