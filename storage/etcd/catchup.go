@@ -21,8 +21,14 @@ import (
 const DefaultCatchUps = 16
 
 // catchUpBuffer is how many changes a catching-up watch may hold for its
-// consumer before it ends with storage.ErrWatchTooSlow.
-const catchUpBuffer = 8192
+// consumer before it ends with storage.ErrWatchTooSlow (as much as each
+// watch held before the change feed). etcd replays history as fast as it
+// can and its client buffers whatever is not taken, so a catch-up cannot
+// make etcd wait for its consumer: one whose consumer is slower than the
+// replay is bounded here instead. With every slot taken by a stalled
+// consumer, the catch-ups hold at most DefaultCatchUps times this many
+// decoded changes.
+const catchUpBuffer = 16384
 
 // catchUpProgressEvery is how often a catch-up that has received nothing
 // asks etcd how far it has got.
