@@ -166,7 +166,7 @@ type etcdStorage struct {
 
 // openEtcd connects to etcd, checks that it answers, and starts
 // campaigning for leadership.
-func openEtcd(ctx context.Context, f etcdFlags, logger hclog.Logger) (*etcdStorage, error) {
+func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclog.Logger) (*etcdStorage, error) {
 	tlsCfg, err := f.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -195,7 +195,8 @@ func openEtcd(ctx context.Context, f etcdFlags, logger hclog.Logger) (*etcdStora
 		return nil, fmt.Errorf("etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
 
-	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithLogger(logger.Named("etcd")))
+	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithWatchLogBytes(watchLogBytes),
+		loometcd.WithLogger(logger.Named("etcd")))
 	leaseCtx, stopLease := context.WithCancel(context.Background())
 	electionKey := strings.TrimRight(f.prefix, "/") + leaderKeySuffix
 	lease, err := loometcd.NewLease(leaseCtx, client, electionKey, f.leaseTTL,

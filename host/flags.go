@@ -128,7 +128,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
 	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off)")
 	fs.Int64Var(&f.watchLogBytes, "watch-log-bytes", inmem.DefaultWatchLogBytes,
-		"`bytes` of recent changes the in-memory store keeps for its watches: a watch further behind is ended (Aborted), and a resume from further back gets a fresh snapshot")
+		"`bytes` of recent changes the store keeps for its watches (with -storage etcd: the decoded changes of the server's one etcd watch): a watch further behind is ended (Aborted); a resume from further back gets a fresh snapshot (in-memory) or catches up from etcd's history")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
@@ -201,9 +201,6 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	case "etcd":
 		if f.dev {
 			return f, usagef("-dev runs on in-memory storage; leave it out with -storage etcd")
-		}
-		if isSet(fs, "watch-log-bytes") {
-			return f, usagef("-watch-log-bytes is for the in-memory store (-dev)")
 		}
 		if err := f.etcd.check(); err != nil {
 			return f, err

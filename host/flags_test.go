@@ -41,7 +41,7 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-dev", "-max-resource-bytes", "0"}, wantErr: "-max-resource-bytes", usage: true},
 		{args: []string{"-dev", "-watch-log-bytes", "1048576"}},
 		{args: []string{"-dev", "-watch-log-bytes", "0"}, wantErr: "-watch-log-bytes", usage: true},
-		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-watch-log-bytes", "1048576"}, wantErr: "-watch-log-bytes is for the in-memory store", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-watch-log-bytes", "1048576"}},
 		{args: []string{"-dev", "extra"}, wantErr: `unexpected argument "extra"`, usage: true},
 		{args: []string{"-nope"}, wantErr: "-nope", usage: true},
 		{args: []string{"-dev", "-handshake-timeout", "0s"}, wantErr: "-handshake-timeout", usage: true},

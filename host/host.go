@@ -200,7 +200,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	)
 	switch f.storage {
 	case "etcd":
-		st, err := openEtcd(ctx, f.etcd, logger)
+		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, logger)
 		if err != nil {
 			return err
 		}

@@ -300,10 +300,11 @@ type WatchStats struct {
 	// falling behind.
 	Open int
 	// Buffered is how many changes, summed over the open watches, wait to
-	// be handed to their consumers (snapshots not counted): held in each
-	// watch's own buffer (etcd), or, where the watches share one event log
-	// (in-memory), the log entries a watch has not read yet, other types'
-	// included, which are not memory of its own.
+	// be handed to their consumers (snapshots not counted): where the
+	// watches share one event log (both backends), the log entries a watch
+	// has not read yet, other types' included, which are not memory of its
+	// own, plus what a watch holds of its own (etcd: one catching up from
+	// etcd's history).
 	Buffered int
 	// Dropped is how many watches have been ended with ErrWatchTooSlow
 	// since the backend was made.

@@ -28,10 +28,25 @@ import (
 // WithPrefix.
 const DefaultPrefix = "/loom"
 
-// DefaultWatchBufferSize is how many events a watch holds for a consumer
-// that does not take them before it ends with storage.ErrWatchTooSlow,
-// unless New is given WithWatchBufferSize.
-const DefaultWatchBufferSize = 16384
+// DefaultWatchLogEvents is how many changes the backend's change feed keeps
+// for its watches, unless New is given WithWatchLogEvents: how far (in
+// changes of any type) a watch may fall behind before it is ended with
+// storage.ErrWatchTooSlow, and how far back a watch resumes without asking
+// etcd's history. The ring's slots cost 8 bytes each (1 MB); the entries
+// keep their decoded events alive within DefaultWatchLogBytes, the bound
+// that binds first for small resources.
+const DefaultWatchLogEvents = 131072
+
+// DefaultWatchLogBytes bounds the estimated memory of the changes the
+// change feed keeps, unless New is given WithWatchLogBytes: 32 MiB, as the
+// in-memory store's event log.
+const DefaultWatchLogBytes = 32 << 20
+
+// DefaultWatchBufferSize is DefaultWatchLogEvents, its name from when each
+// watch had a buffer of its own.
+//
+// Deprecated: use DefaultWatchLogEvents.
+const DefaultWatchBufferSize = DefaultWatchLogEvents
 
 // Option configures a Backend in New.
 type Option func(*Backend)
@@ -44,11 +59,33 @@ func WithPrefix(prefix string) Option {
 	return func(b *Backend) { b.keys.prefix = strings.TrimRight(prefix, "/") }
 }
 
-// WithWatchBufferSize sets how many events a watch may hold for its
-// consumer before it is ended with storage.ErrWatchTooSlow (see
-// DefaultWatchBufferSize). Values below 1 are treated as 1.
-func WithWatchBufferSize(n int) Option {
-	return func(b *Backend) { b.watchBuffer = max(n, 1) }
+// WithWatchLogEvents sets how many changes the change feed keeps (see
+// DefaultWatchLogEvents), rounded up to a power of two. Values below 1 are
+// treated as 1.
+func WithWatchLogEvents(n int) Option {
+	return func(b *Backend) { b.logEvents = max(n, 1) }
+}
+
+// WithWatchLogBytes bounds the estimated bytes of the changes the change
+// feed keeps (see DefaultWatchLogBytes): the oldest are dropped beyond it.
+// A change is estimated from the size of its etcd key and value plus a
+// fixed overhead; the newest is always kept. Values below 1 are treated as
+// 1.
+func WithWatchLogBytes(n int64) Option {
+	return func(b *Backend) { b.logBytes = max(n, 1) }
+}
+
+// WithWatchBufferSize is WithWatchLogEvents, its name from when each watch
+// had a buffer of its own.
+//
+// Deprecated: use WithWatchLogEvents.
+func WithWatchBufferSize(n int) Option { return WithWatchLogEvents(n) }
+
+// WithCatchUps sets how many watches may catch up from etcd's history at
+// once (see DefaultCatchUps and Backend.WatchListSince). Values below 1
+// are treated as 1.
+func WithCatchUps(n int) Option {
+	return func(b *Backend) { b.catchUps = max(n, 1) }
 }
 
 // WithLogger sets the logger for what the backend does on its own: watches
@@ -62,10 +99,12 @@ func WithLogger(logger hclog.Logger) Option {
 // several) may share a cluster and a prefix: everything they agree on is in
 // etcd.
 type Backend struct {
-	client      *clientv3.Client
-	keys        keys
-	watchBuffer int
-	logger      hclog.Logger
+	client    *clientv3.Client
+	keys      keys
+	logEvents int
+	logBytes  int64
+	catchUps  int
+	logger    hclog.Logger
 
 	// seen is the greatest etcd revision this backend has observed: in the
 	// response to a read or a write, or in an event a watch handed out.
@@ -79,6 +118,13 @@ type Backend struct {
 	slowWrites    atomic.Int64
 	readFallbacks atomic.Int64
 
+	// feed is the running change feed, nil before the first watch and
+	// after the last (see attach).
+	feedMu sync.Mutex
+	feed   *feed
+	// catchUpSlots holds a token per running catch-up (capacity catchUps).
+	catchUpSlots chan struct{}
+
 	// watches are the running watches and dropped counts those ended for
 	// falling behind, for WatchStats.
 	watchMu sync.Mutex
@@ -86,7 +132,7 @@ type Backend struct {
 	dropped atomic.Uint64
 
 	// beforeWatch, when set (by tests), runs between the snapshot read of
-	// a WatchList and the start of its etcd watch.
+	// a WatchList and its placing in the change feed.
 	beforeWatch func(snapshotRev int64)
 }
 
@@ -97,14 +143,17 @@ var _ storage.Backend = (*Backend)(nil)
 // use of the Backend and its watches.
 func New(client *clientv3.Client, opts ...Option) *Backend {
 	b := &Backend{
-		client:      client,
-		keys:        keys{prefix: DefaultPrefix},
-		watchBuffer: DefaultWatchBufferSize,
-		logger:      hclog.NewNullLogger(),
+		client:    client,
+		keys:      keys{prefix: DefaultPrefix},
+		logEvents: DefaultWatchLogEvents,
+		logBytes:  DefaultWatchLogBytes,
+		catchUps:  DefaultCatchUps,
+		logger:    hclog.NewNullLogger(),
 	}
 	for _, opt := range opts {
 		opt(b)
 	}
+	b.catchUpSlots = make(chan struct{}, b.catchUps)
 	return b
 }
 

@@ -20,19 +20,19 @@ func TestConformance(t *testing.T) {
 			// The resume tests and Pages/TooOld read the store's version
 			// (an etcd revision, which every test on a shared etcd moves)
 			// and compact its history: they get an etcd of their own.
-			return isolatedBackend(t, WithWatchBufferSize(2000))
+			return isolatedBackend(t, WithWatchLogEvents(2000))
 		}
 		if strings.HasSuffix(t.Name(), "/SlowWatcher") {
 			// Writes to the embedded etcd take milliseconds under -race:
-			// a small buffer lets the test overflow it with few writes.
-			return newTestBackend(t, WithWatchBufferSize(200))
+			// a small ring (rounded up to 256) lets the test overflow it with
+			// few writes.
+			return newTestBackend(t, WithWatchLogEvents(200))
 		}
 		// Large enough for the racing-writer tests, which let a few
 		// hundred events wait for their consumer.
-		return newTestBackend(t, WithWatchBufferSize(2000))
+		return newTestBackend(t, WithWatchLogEvents(2000))
 	}, conformance.Options{
 		SlowWatcherWrites: 500,
-		NoBookmarks:       true, // see WatchListSince
 		Forget: func(t *testing.T, b storage.Backend) {
 			client := b.(*Backend).client
 			ctx := testContext(t)

@@ -25,10 +25,13 @@
 // and an eventually consistent read answered at an older revision is
 // repeated as a linearizable read.
 //
-// WatchList reads a snapshot at one revision and watches from the next, as
-// described on Backend.WatchList; watches end with storage.ErrWatchTooSlow
-// when their consumer falls behind, and with an error wrapping ErrCompacted
-// when etcd has compacted the history they still need.
+// WatchList reads a snapshot at one revision and reads the changes from
+// the next on from the backend's change feed: one etcd watch over all its
+// resources, decoded once into a bounded ring that every watch reads as a
+// cursor (see Backend.WatchListSince). Watches end with
+// storage.ErrWatchTooSlow when their consumer falls behind the ring, and
+// with an error wrapping ErrCompacted when etcd has compacted the history
+// they still need.
 //
 // Errors: storage.ErrInconsistent for reads etcd cannot serve for lack of a
 // leader or quorum, and for writes etcd refused without applying them;

@@ -14,14 +14,14 @@ import (
 // watcher.
 func TestRobustness(t *testing.T) {
 	for _, seed := range robustness.Seeds() {
-		// A small watch buffer, so that the slow watcher is sometimes
+		// A small watch log, so that the slow watcher is sometimes
 		// ended for falling behind.
 		t.Run(fmt.Sprintf("in-process/%d", seed), func(t *testing.T) {
-			be := newTestBackend(t, WithWatchBufferSize(32))
+			be := newTestBackend(t, WithWatchLogEvents(32))
 			robustness.Verify(t, robustness.NewService(t, be), robustness.ConfigFor(seed))
 		})
 		t.Run(fmt.Sprintf("grpc/%d", seed), func(t *testing.T) {
-			be := newTestBackend(t, WithWatchBufferSize(32))
+			be := newTestBackend(t, WithWatchLogEvents(32))
 			robustness.Verify(t, robustness.NewGRPCService(t, be), robustness.ConfigFor(seed))
 		})
 	}

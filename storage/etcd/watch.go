@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -29,97 +27,113 @@ const watchRetryTimeout = 30 * time.Second
 // it deleted, which a Delete event must carry.
 var errNoPrevKV = errors.New("etcd: a deletion event came without the deleted value")
 
-// WatchList reads the matching resources at one revision R (the snapshot),
-// and starts an etcd watch of the same key range from R+1, so the deltas
-// begin exactly after the snapshot: etcd numbers every change, and the
-// watch replays from its history whatever happened after R, even if that
-// is already past. PUT events become Upserts, DELETE events Deletes that
-// carry the deleted value (the watch asks etcd for previous values).
+// WatchList reads the matching resources at one revision R (the snapshot)
+// and places the watch in the backend's change feed right after R, so the
+// deltas begin exactly after the snapshot (see WatchListSince).
 //
 // The snapshot read is monotonic like an eventually consistent Read, so
 // it is never older than what this Backend has already returned.
-//
-// A goroutine per watch takes events from etcd, decodes and filters them
-// and buffers them for Next, up to the watch buffer size (see
-// WithWatchBufferSize); a consumer that leaves more than that untaken ends
-// the watch with storage.ErrWatchTooSlow. Transient errors (no leader,
-// member unreachable) re-establish the etcd watch from the revision after
-// the last event received, with exponential backoff, for up to 30 s; then,
-// and on etcd compaction of revisions the watch still needs (ErrCompacted),
-// the watch ends with an error. The consumer starts a new WatchList; its
-// snapshot replaces everything.
 func (b *Backend) WatchList(ctx context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) (storage.Watch, error) {
 	return b.WatchListSince(ctx, resType, tenancy, namePrefix, storage.WatchOptions{})
 }
 
 var _ storage.ResumableBackend = (*Backend)(nil)
 
-// WatchListSince is WatchList with opts (see storage.ResumableBackend),
-// using etcd's own history: a watch resumed from version V is an etcd
-// watch from revision V+1, which etcd can start as long as it has not
-// compacted V away; after such a compaction the watch starts afresh with
+// WatchListSince is WatchList with opts (see storage.ResumableBackend).
+//
+// Every watch of the backend reads one shared change feed: a single etcd
+// watch of all the backend's resources, with previous values, started
+// with the first watch and stopped after the last, whose events are
+// decoded once into a ring of recent changes (bounded by WithWatchLogEvents
+// and WithWatchLogBytes). A watch is a cursor into the ring with its
+// filter; it holds nothing else but the part of its snapshot not yet
+// handed out. A consumer that falls off the ring (a change of its type
+// dropped before it read it) ends with storage.ErrWatchTooSlow. The feed
+// never waits for a watch.
+//
+// A watch that needs changes the ring does not hold (resumed from an older
+// version, or a snapshot older than the ring) first catches up from etcd's
+// own history with an etcd watch of its range from that revision, then
+// goes on in the ring. At most WithCatchUps watches catch up at once: a
+// resume beyond that gets NewSnapshot and a fresh snapshot, a snapshot
+// watch waits for a slot. A version etcd has compacted away gives
 // NewSnapshot, the snapshot and EndOfSnapshot.
 //
-// It sends no bookmarks (opts.BookmarkInterval is ignored). etcd's progress
-// notifications would give them, but they are not safe to use here: etcd
-// answers a progress request for a whole watch stream at once, and one can
-// overtake the first events of a watch just created on the stream (seen
-// with etcd 3.7.3 under the conformance suite's racing writers: progress at
-// revision 75 before the events from 34 of a watch resumed from 33), which
-// would make a bookmark skip them.
+// Transient etcd errors (no leader, member unreachable) re-establish the
+// feed's etcd watch from the revision after its last event, with
+// exponential backoff, for up to 30 s; then, and on etcd compaction of
+// revisions the feed still needs, every watch ends with an error wrapping
+// ErrCompacted or storage.ErrInconsistent, and the consumer starts a new
+// watch.
+//
+// Bookmarks (opts.BookmarkInterval) come from etcd's progress
+// notifications: the feed's etcd watch is alone on its gRPC stream, so a
+// progress notification at revision X means the feed has every change up
+// to X, and an idle watch that has read the whole ring sends a bookmark at
+// that revision. (With several watches on one stream a notification can
+// overtake the first events of a watch just created on it, which is why
+// no other watch shares the feed's stream.)
 func (b *Backend) WatchListSince(ctx context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, opts storage.WatchOptions) (storage.Watch, error) {
 	q, err := b.keys.query(resType, tenancy, namePrefix)
 	if err != nil {
 		return nil, err
 	}
-	if opts.SinceVersion != "" {
-		since, err := strconv.ParseInt(opts.SinceVersion, 10, 64)
-		if err != nil || since < 0 {
-			return nil, fmt.Errorf("%w: %q", storage.ErrInvalidVersion, resource.Truncate(opts.SinceVersion))
-		}
-		resumed, err := b.resumable(ctx, q, since)
-		if err != nil {
-			return nil, err
-		}
-		if resumed {
-			return b.watchFrom(q, nil, false, since+1, nil), nil
-		}
-		return b.snapshotWatch(ctx, q, eventq.NewSnapshot())
+	if opts.SinceVersion == "" {
+		return b.snapshotWatch(ctx, q, opts, false)
 	}
-	return b.snapshotWatch(ctx, q, nil)
+	since, err := strconv.ParseInt(opts.SinceVersion, 10, 64)
+	if err != nil || since < 0 {
+		return nil, fmt.Errorf("%w: %q", storage.ErrInvalidVersion, resource.Truncate(opts.SinceVersion))
+	}
+	cur, resumed, err := b.resumable(ctx, q, since)
+	if err != nil {
+		return nil, err
+	}
+	if resumed {
+		w := b.newWatch(b.attach(cur+1), q, opts)
+		w.sentEOS = true
+		if w.place(since, false) {
+			b.register(w)
+			return w, nil
+		}
+		// Every catch-up slot is taken: start afresh.
+		b.detach(w.f)
+	}
+	return b.snapshotWatch(ctx, q, opts, true)
 }
 
 // resumable reports whether etcd still has every change after revision
-// since: it has not compacted it away. A revision ahead of etcd's current
-// one is storage.ErrFutureVersion. The read is linearizable, so a version
-// any member has handed out is not taken for the future.
-func (b *Backend) resumable(ctx context.Context, q query, since int64) (bool, error) {
+// since: it has not compacted it away; cur is etcd's current revision. A
+// revision ahead of it is storage.ErrFutureVersion. The read is
+// linearizable, so a version any member has handed out is not taken for
+// the future.
+func (b *Backend) resumable(ctx context.Context, q query, since int64) (cur int64, ok bool, err error) {
 	resp, err := b.client.Get(ctx, q.rangePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return false, readError(ctx, err)
+		return 0, false, readError(ctx, err)
 	}
-	cur := resp.Header.Revision
+	cur = resp.Header.Revision
 	b.observe(cur)
 	switch {
 	case since > cur:
-		return false, fmt.Errorf("%w: %d, the store is at %d", storage.ErrFutureVersion, since, cur)
+		return cur, false, fmt.Errorf("%w: %d, the store is at %d", storage.ErrFutureVersion, since, cur)
 	case since == cur:
-		return true, nil
+		return cur, true, nil
 	}
 	_, err = b.client.Get(ctx, q.rangePrefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(since))
 	if errors.Is(err, rpctypes.ErrCompacted) {
-		return false, nil
+		return cur, false, nil
 	}
 	if err != nil {
-		return false, readError(ctx, err)
+		return cur, false, readError(ctx, err)
 	}
-	return true, nil
+	return cur, true, nil
 }
 
-// snapshotWatch reads the matching resources at one revision R and starts
-// a watch that hands out first (if not nil), the snapshot, EndOfSnapshot
-// at R, then the changes from R+1 on.
-func (b *Backend) snapshotWatch(ctx context.Context, q query, first *pbresource.WatchEvent) (storage.Watch, error) {
+// snapshotWatch reads the matching resources at one revision R and returns
+// a watch that hands out NewSnapshot (if newSnapshot), the snapshot,
+// EndOfSnapshot at R, then the changes from R+1 on.
+func (b *Backend) snapshotWatch(ctx context.Context, q query, opts storage.WatchOptions, newSnapshot bool) (storage.Watch, error) {
 	resp, err := b.get(ctx, storage.EventualConsistency, q.rangePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -132,240 +146,382 @@ func (b *Backend) snapshotWatch(ctx context.Context, q query, first *pbresource.
 	if b.beforeWatch != nil {
 		b.beforeWatch(rev)
 	}
-	return b.watchFrom(q, snap, true, rev+1, first), nil
+	w := b.newWatch(b.attach(rev+1), q, opts)
+	w.newSnapshot = newSnapshot
+	w.snapshot = snap
+	w.snapRev = rev
+	if !w.place(rev, false) {
+		// The ring has moved past the snapshot (read from a member that
+		// lags): wait for a catch-up slot.
+		select {
+		case b.catchUpSlots <- struct{}{}:
+		case <-ctx.Done():
+			b.detach(w.f)
+			return nil, ctx.Err()
+		}
+		w.place(rev, true)
+	}
+	b.register(w)
+	return w, nil
 }
 
-// watchFrom starts a watch that hands out first (if not nil), then, if
-// withSnapshot, snap and EndOfSnapshot, then the changes from revision
-// from on. Without a snapshot it is a resumed watch: changes only.
-func (b *Backend) watchFrom(q query, snap []*pbresource.Resource, withSnapshot bool, from int64, first *pbresource.WatchEvent) *watch {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &watch{
-		b:       b,
-		q:       q,
-		stopped: make(chan struct{}),
-		first:   first,
+// newWatch returns a watch of q reading f, not yet placed.
+func (b *Backend) newWatch(f *feed, q query, opts storage.WatchOptions) *watch {
+	return &watch{b: b, f: f, q: q, interval: opts.BookmarkInterval, done: make(chan struct{})}
+}
+
+// place puts the watch in the feed's ring right after revision after, or,
+// when the ring lacks changes after it, starts a catch-up from after+1: in
+// a slot the caller holds if haveSlot, else in one taken here. It reports
+// false when it needed a slot and none was free.
+func (w *watch) place(after int64, haveSlot bool) bool {
+	f := w.f
+	f.mu.RLock()
+	pos, have, ok := f.position(w.q.typ, after)
+	f.mu.RUnlock()
+	if ok && !haveSlot {
+		w.pos.Store(pos)
+		w.skipTo, w.lastRev = after, have
+		w.inRing.Store(true)
+		return true
 	}
-	// Ending the watch, for whatever reason, stops the etcd watch.
-	if !withSnapshot {
-		w.buf = eventq.NewChanges[item](b.watchBuffer, cancel)
-	} else {
-		eos := eventq.EndOfSnapshot(strconv.FormatInt(from-1, 10))
-		w.buf = eventq.New(b.watchBuffer, snap, snapshotItem, item{ev: eos}, cancel)
+	if ok {
+		<-w.b.catchUpSlots // not needed after all
+		w.pos.Store(pos)
+		w.skipTo, w.lastRev = after, have
+		w.inRing.Store(true)
+		return true
 	}
+	if !haveSlot && !w.b.tryCatchUp() {
+		return false
+	}
+	w.lastRev = after
+	w.cu = w.b.startCatchUp(f, w.q, after+1)
+	w.catchUp = w.cu
+	return true
+}
+
+// register counts w among the backend's watches, for WatchStats and reaps.
+func (b *Backend) register(w *watch) {
 	b.watchMu.Lock()
 	if b.watches == nil {
 		b.watches = make(map[*watch]struct{})
 	}
 	b.watches[w] = struct{}{}
 	b.watchMu.Unlock()
-	go w.run(ctx, from)
-	return w
 }
 
-// item is an event and the revision of the change it reports.
-type item struct {
-	ev  *pbresource.WatchEvent
-	rev int64
+// reap ends the watches of f that the ring has left behind and that no
+// Next is serving, so that a watch whose consumer stalled lets go of its
+// snapshot and of the feed (and is counted as dropped) without waiting for
+// its next Next. The feed starts it in its own goroutine, one at a time,
+// and never waits for it.
+func (b *Backend) reap(f *feed) {
+	defer f.reaping.Store(false)
+	f.mu.RLock()
+	tail := f.tail
+	f.mu.RUnlock()
+	var behind []*watch
+	b.watchMu.Lock()
+	for w := range b.watches {
+		if w.f == f && w.inRing.Load() && w.pos.Load() < tail {
+			behind = append(behind, w)
+		}
+	}
+	b.watchMu.Unlock()
+	for _, w := range behind {
+		if w.mu.TryLock() {
+			if w.err == nil && w.cu == nil {
+				f.mu.RLock()
+				ok := w.skipGap()
+				f.mu.RUnlock()
+				if !ok {
+					w.tooSlow()
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
 }
 
-// snapshotItem is the item of a snapshot resource: its revision needs no
-// recording, since the snapshot read already went through the Backend.
-func snapshotItem(res *pbresource.Resource) item { return item{ev: eventq.Upsert(res)} }
-
-// watch is the etcd storage.Watch: run translates the etcd watch's events
-// and pushes them to buf, from which Next hands them out.
+// watch is the etcd storage.Watch: a cursor into its feed's ring with its
+// query, after a catch-up from etcd's history if it needed one.
 type watch struct {
-	b         *Backend
-	q         query
-	buf       *eventq.Queue[item]
-	stopped   chan struct{}          // closed when run returns
-	first     *pbresource.WatchEvent // handed out before anything else, if not nil
-	firstOnce sync.Once
+	b        *Backend
+	f        *feed
+	q        query
+	interval time.Duration // between bookmarks; 0: none
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	// catchUp is the watch's catch-up, if it started with one (set before
+	// the watch is handed out, then only read).
+	catchUp *catchUp
+
+	// pos is the sequence number of the next ring entry to read, once
+	// inRing. Only Next changes it; WatchStats and reaps read it.
+	pos    atomic.Uint64
+	inRing atomic.Bool
+
+	// Consumer side, under mu.
+	mu          sync.Mutex
+	newSnapshot bool                   // a NewSnapshot event is due first
+	snapshot    []*pbresource.Resource // the part not yet delivered
+	snapRev     int64
+	sentEOS     bool
+	cu          *catchUp // while catching up
+	skipTo      int64    // ring entries up to this revision are skipped
+	lastRev     int64    // every matching change up to it was delivered
+	idleSince   time.Time
+	err         error // why the watch ended, nil while it runs
+	released    bool  // the feed and the backend let go of
 }
 
 var _ storage.Watch = (*watch)(nil)
 
-// run forwards the etcd watch's events from revision from on until the
-// watch ends.
-func (w *watch) run(ctx context.Context, from int64) {
-	defer close(w.stopped)
-	defer func() {
-		w.b.watchMu.Lock()
-		delete(w.b.watches, w)
-		w.b.watchMu.Unlock()
-	}()
-	bo := retry.NewBackOff(50*time.Millisecond, 2*time.Second,
-		backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor),
-		backoff.WithMaxElapsedTime(watchRetryTimeout))
-
-	for {
-		var err error
-		from, err = w.follow(ctx, from, bo)
-		if ctx.Err() != nil || err == nil {
-			return // closed, or ended by follow
-		}
-		switch {
-		case errors.Is(err, rpctypes.ErrCompacted):
-			w.buf.End(fmt.Errorf("%w (needed revision %d): %w", ErrCompacted, from, err))
-			return
-		case errors.Is(err, rpctypes.ErrFutureRev):
-			w.buf.End(fmt.Errorf("etcd: watch from revision %d: %w", from, err))
-			return
-		case w.b.client.Ctx().Err() != nil:
-			w.buf.End(fmt.Errorf("etcd: watch ended: the etcd client was closed: %w", err))
-			return
-		}
-		delay := bo.NextBackOff()
-		if delay == backoff.Stop {
-			w.buf.End(fmt.Errorf("%w: etcd watch: giving up after %s of retries: %w", storage.ErrInconsistent, watchRetryTimeout, err))
-			return
-		}
-		w.b.logger.Warn("etcd watch interrupted, resuming", "range", w.q.rangePrefix, "from", from, "after", delay, "error", err)
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// follow runs one etcd watch from revision from. It returns the revision
-// to resume from and why the etcd watch stopped; a nil error means the
-// watch has ended (consumer too slow, or a bad event) and must not be
-// resumed.
-func (w *watch) follow(ctx context.Context, from int64, bo backoff.BackOff) (int64, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := w.b.client.Watch(wctx, w.q.rangePrefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
-	defer func() {
-		// Let the client wind the watch down without waiting for it: cut
-		// off from etcd, it may take a while to close the channel.
-		cancel()
-		go func() {
-			for range wch {
-			}
-		}()
-	}()
-	var items []item
-	for {
-		var resp clientv3.WatchResponse
-		var open bool
-		select {
-		case resp, open = <-wch:
-		case <-ctx.Done():
-			// Closed. Do not wait for the channel: cut off from etcd, the
-			// client closes it only once it has reconnected.
-			return from, ctx.Err()
-		}
-		if !open {
-			break
-		}
-		if err := resp.Err(); err != nil {
-			return from, err
-		}
-		items = items[:0]
-		for _, ev := range resp.Events {
-			it, ok, err := w.translate(ev)
-			if err != nil {
-				w.buf.End(err)
-				return from, nil
-			}
-			if ok {
-				items = append(items, it)
-			}
-		}
-		// One hand-over per response: a consumer waiting in Next wakes
-		// once for all of it.
-		if len(items) > 0 {
-			running, endedNow := w.buf.TryPush(items...)
-			if endedNow {
-				w.b.dropped.Add(1)
-			}
-			if !running {
-				return from, nil
-			}
-		}
-		clear(items)
-		if n := len(resp.Events); n > 0 {
-			// Every event of a revision arrives in one response, so the
-			// next revision is where a resumed watch starts.
-			from = resp.Events[n-1].Kv.ModRevision + 1
-		}
-		bo.Reset()
-	}
-	if err := ctx.Err(); err != nil {
-		return from, err
-	}
-	return from, errors.New("etcd: the watch channel closed")
-}
-
-// translate turns an etcd event into a watch event, ok false when the
-// query does not select its key.
-func (w *watch) translate(ev *clientv3.Event) (item, bool, error) {
-	kv := ev.Kv
-	if !w.q.exact {
-		tk, ok := w.q.split(kv.Key)
-		if !ok || !w.q.matches(tk) {
-			return item{}, false, nil
-		}
-	}
-	switch ev.Type {
-	case mvccpb.PUT:
-		res, err := decode(kv)
-		if err != nil {
-			return item{}, false, err
-		}
-		return item{ev: eventq.NewEvent(res, false, ""), rev: kv.ModRevision}, true, nil
-	case mvccpb.DELETE:
-		if ev.PrevKv == nil {
-			return item{}, false, fmt.Errorf("%w: key %q at revision %d", errNoPrevKV, kv.Key, kv.ModRevision)
-		}
-		res, err := decode(ev.PrevKv)
-		if err != nil {
-			return item{}, false, err
-		}
-		return item{ev: eventq.NewEvent(res, true, strconv.FormatInt(kv.ModRevision, 10)), rev: kv.ModRevision}, true, nil
-	}
-	return item{}, false, fmt.Errorf("etcd: unknown event type %v", ev.Type)
-}
-
-// Next returns the snapshot's Upserts, then EndOfSnapshot, then the
-// changes in commit order. After the watch ended it returns why:
+// Next returns the next event: NewSnapshot first if a resume fell back to a
+// snapshot, then the snapshot, EndOfSnapshot and the changes in commit
+// order, with a Bookmark whenever the watch asked for them and has been
+// idle for the interval. After the watch ended it returns why:
 // storage.ErrWatchClosed, storage.ErrWatchTooSlow, an error wrapping
-// ErrCompacted, or another etcd error. The events are the caller's to
-// read, shared with nobody else.
+// ErrCompacted, or another etcd error; ctx's error if ctx is done while it
+// waits. The events are shared and must not be modified.
 func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
-	if w.first != nil {
-		var first *pbresource.WatchEvent
-		w.firstOnce.Do(func() { first = w.first })
-		if first != nil {
-			return first, nil
-		}
-	}
-	it, err := w.buf.Next(ctx)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if it.rev > 0 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := w.f
+	for {
+		if w.err == nil {
+			select {
+			case <-w.done:
+				w.end(storage.ErrWatchClosed)
+			default:
+			}
+		}
+		if w.err != nil {
+			return nil, w.err
+		}
+		if !w.sentEOS && w.cu == nil {
+			// Say so before handing out the rest of the snapshot.
+			f.mu.RLock()
+			ok := w.skipGap()
+			f.mu.RUnlock()
+			if !ok {
+				w.tooSlow()
+				return nil, w.err
+			}
+		}
+		if w.newSnapshot {
+			w.newSnapshot = false
+			return eventq.NewSnapshot(), nil
+		}
+		if len(w.snapshot) > 0 {
+			res := w.snapshot[0]
+			w.snapshot[0] = nil
+			w.snapshot = w.snapshot[1:]
+			return eventq.Upsert(res), nil
+		}
+		if !w.sentEOS {
+			w.sentEOS = true
+			w.snapshot = nil
+			return eventq.EndOfSnapshot(strconv.FormatInt(w.snapRev, 10)), nil
+		}
+		if w.cu != nil {
+			ev, err := w.nextCaughtUp(ctx)
+			if ev != nil || err != nil {
+				return ev, err
+			}
+			continue
+		}
+
+		// Read the ring up to its head.
+		f.mu.RLock()
+		if err := f.err; err != nil {
+			f.mu.RUnlock()
+			w.end(err)
+			return nil, err
+		}
+		if !w.skipGap() {
+			f.mu.RUnlock()
+			w.tooSlow()
+			return nil, w.err
+		}
+		pos := w.pos.Load()
+		for pos < f.head {
+			e := f.ring[pos&f.mask]
+			pos++
+			if e.rev <= w.skipTo {
+				continue
+			}
+			w.lastRev = e.rev
+			if e.typ == w.q.typ && w.q.matches(e.tk) {
+				w.pos.Store(pos)
+				f.mu.RUnlock()
+				w.idleSince = time.Time{}
+				// Reads after this event must not be older than it.
+				w.b.observe(e.rev)
+				return e.ev, nil
+			}
+		}
+		w.pos.Store(pos)
+		known := f.known
+		f.mu.RUnlock()
+
+		// Caught up: a bookmark if one is due, else wait.
+		var (
+			timer   *time.Timer
+			timeout <-chan time.Time
+		)
+		if w.interval > 0 {
+			now := time.Now()
+			if w.idleSince.IsZero() {
+				w.idleSince = now
+			} else if now.Sub(w.idleSince) >= w.interval {
+				w.idleSince = now
+				w.lastRev = max(w.lastRev, known)
+				return eventq.Bookmark(strconv.FormatInt(w.lastRev, 10)), nil
+			}
+			// Ask etcd how far the feed is, so that the bookmark moves
+			// with writes outside the backend's keys too.
+			f.requestProgress()
+			timer = time.NewTimer(w.idleSince.Add(w.interval).Sub(now))
+			timeout = timer.C
+		}
+		wake := f.wait(w.q.typ)
+		f.mu.RLock()
+		more := f.head > pos || f.err != nil
+		f.mu.RUnlock()
+		if more {
+			stopTimer(timer)
+			continue
+		}
+		// Wait without mu, so that Close is not held up.
+		w.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timeout:
+		case <-w.done:
+		case <-ctx.Done():
+			stopTimer(timer)
+			w.mu.Lock()
+			return nil, ctx.Err()
+		}
+		stopTimer(timer)
+		w.mu.Lock()
+	}
+}
+
+// nextCaughtUp returns the catch-up's next change, or, when the catch-up
+// is over, places the watch in the ring and returns neither an event nor
+// an error. The caller holds mu.
+func (w *watch) nextCaughtUp(ctx context.Context) (*pbresource.WatchEvent, error) {
+	it, err := w.cu.q.Next(ctx)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
+		w.end(err)
+		return nil, w.err
+	}
+	if it.ev != nil {
+		w.lastRev = it.rev
 		// Reads after this event must not be older than it.
 		w.b.observe(it.rev)
+		return it.ev, nil
 	}
-	return it.ev, nil
+	<-w.cu.done
+	w.cu = nil
+	f := w.f
+	f.mu.RLock()
+	pos, have, ok := f.position(w.q.typ, it.rev)
+	f.mu.RUnlock()
+	if !ok {
+		w.tooSlow()
+		return nil, w.err
+	}
+	w.pos.Store(pos)
+	w.skipTo, w.lastRev = it.rev, have
+	w.inRing.Store(true)
+	return nil, nil
 }
 
-// Close ends the watch and waits until its etcd watch is released. Later
-// calls to Next, and one blocked in Next, return storage.ErrWatchClosed.
+// skipGap reports whether the ring still holds the changes the watch has
+// to read, moving its position past dropped entries of other types (a
+// watch of a quiet type is not woken by other types' changes, so the ring
+// may move on under it). The caller holds mu and f.mu (read).
+func (w *watch) skipGap() bool {
+	f := w.f
+	pos := w.pos.Load()
+	if pos >= f.tail {
+		return true
+	}
+	if tf := f.types[w.q.typ]; tf != nil && tf.droppedSeq > pos {
+		return false // an entry of the type was dropped before it was read
+	}
+	w.pos.Store(f.tail)
+	w.lastRev = max(w.lastRev, f.floor)
+	return true
+}
+
+// tooSlow ends the watch for falling behind. The caller holds mu.
+func (w *watch) tooSlow() {
+	w.b.dropped.Add(1)
+	w.end(storage.ErrWatchTooSlow)
+}
+
+// end ends the watch with err, lets go of its snapshot, its catch-up and
+// its feed. The caller holds mu.
+func (w *watch) end(err error) {
+	w.err = err
+	w.snapshot = nil
+	w.newSnapshot = false
+	if w.released {
+		return
+	}
+	w.released = true
+	if w.catchUp != nil {
+		w.catchUp.stop()
+	}
+	w.cu = nil
+	w.inRing.Store(false)
+	w.b.watchMu.Lock()
+	delete(w.b.watches, w)
+	w.b.watchMu.Unlock()
+	w.b.detach(w.f)
+}
+
+// Close ends the watch and waits until its etcd watches are released.
+// Later calls to Next, and one blocked in Next, return
+// storage.ErrWatchClosed. It is safe to call more than once and
+// concurrently with Next.
 func (w *watch) Close() {
-	w.buf.Close()
-	<-w.stopped
+	w.closeOnce.Do(func() {
+		close(w.done)
+		if w.catchUp != nil {
+			// Unblocks a Next waiting for the catch-up.
+			w.catchUp.q.Close()
+		}
+		// Also a watch ended otherwise reports the Close from now on.
+		w.mu.Lock()
+		w.end(storage.ErrWatchClosed)
+		w.mu.Unlock()
+	})
 }
 
-// WatchStats counts the watches now: those whose etcd watch still runs,
-// the changes they hold for their consumers, and the watches ended for
-// falling behind. It takes each watch's queue locks in turn: it is meant
-// for a metrics scrape; watches pay for it only a map insert and delete
-// when they start and end.
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// WatchStats counts the watches now: those running, the changes waiting
+// for their consumers (the ring entries between each watch and the ring's
+// head, other types' included, which are no memory of the watch's own,
+// plus what a catch-up holds), and the watches ended for falling behind.
+// It is meant for a metrics scrape.
 func (b *Backend) WatchStats() storage.WatchStats {
 	b.watchMu.Lock()
 	ws := make([]*watch, 0, len(b.watches))
@@ -375,7 +531,17 @@ func (b *Backend) WatchStats() storage.WatchStats {
 	b.watchMu.Unlock()
 	s := storage.WatchStats{Open: len(ws), Dropped: b.dropped.Load()}
 	for _, w := range ws {
-		s.Buffered += w.buf.Buffered()
+		if w.catchUp != nil {
+			s.Buffered += w.catchUp.q.Buffered()
+		}
+		if w.inRing.Load() {
+			w.f.mu.RLock()
+			head := w.f.head
+			w.f.mu.RUnlock()
+			if p := w.pos.Load(); p < head {
+				s.Buffered += int(head - p)
+			}
+		}
 	}
 	return s
 }

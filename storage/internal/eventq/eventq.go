@@ -1,7 +1,7 @@
 // Package eventq is the buffer between a backend's change feed and one
-// storage.Watch consumer, for a backend that buffers per watch (the etcd
-// one; the in-memory backend's watches are cursors into a shared log
-// instead). It hands out the
+// storage.Watch consumer, for a watch that buffers on its own (an etcd
+// watch catching up from etcd's history; otherwise the watches of both
+// backends are cursors into a shared log). It hands out the
 // watch's snapshot, then EndOfSnapshot, then the buffered changes in order;
 // the producer never waits for the consumer, and a consumer that leaves more
 // than the limit untaken ends the watch with storage.ErrWatchTooSlow.
