@@ -81,11 +81,45 @@ func (c *encodedEvents) encoded(ev *pbresource.WatchEvent) (buf mem.Buffer, ok b
 	if e == nil || e.ev != ev {
 		return nil, false, nil
 	}
+	buf, err = e.encoded()
+	return buf, true, err
+}
+
+// encoded returns e's event marshalled, the first call marshalling it.
+func (e *encodedEvent) encoded() (mem.Buffer, error) {
 	e.once.Do(func() {
-		b, err := proto.Marshal(ev)
+		b, err := proto.Marshal(e.ev)
 		e.buf, e.err = mem.SliceBuffer(b), err
 	})
-	return e.buf, true, e.err
+	return e.buf, e.err
+}
+
+// encode returns ev's bytes, marshalled once for every stream that sends
+// it: it puts ev in the cache, unless it is there already, and returns its
+// encoding.
+func (c *encodedEvents) encode(ev *pbresource.WatchEvent) (mem.Buffer, error) {
+	slot := c.slot(ev)
+	e := slot.Load()
+	if e == nil || e.ev != ev {
+		e = &encodedEvent{ev: ev}
+		slot.Store(e)
+	}
+	return e.encoded()
+}
+
+// put puts ev in the cache with its encoding buf, for the codec to send as
+// it is, and returns the entry; the caller drops it once ev is sent. buf
+// is never written to afterwards.
+func (c *encodedEvents) put(ev *pbresource.WatchEvent, buf mem.Buffer) *encodedEvent {
+	e := &encodedEvent{ev: ev}
+	e.once.Do(func() { e.buf = buf })
+	c.slot(ev).Store(e)
+	return e
+}
+
+// drop removes e from the cache, unless another entry replaced it.
+func (c *encodedEvents) drop(e *encodedEvent) {
+	c.slot(e.ev).CompareAndSwap(e, nil)
 }
 
 // eventCodec is the gRPC codec of ServerOptions: gRPC's proto codec, except
@@ -135,13 +169,17 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 }
 
 // marksEvents reports whether WatchList should mark the events it sends on
-// stream for the codec: the codec was handed out and stream is a gRPC one
-// (an in-process stream hands over the events themselves and marshals
-// nothing).
+// stream for the codec: the codec was handed out and stream is not an
+// in-process one (which hands over the events themselves and marshals
+// nothing). A gRPC stream that interceptors wrap is marked too: its events
+// still reach the codec.
 func (s *Server) marksEvents(stream grpc.ServerStreamingServer[pbresource.WatchEvent]) bool {
-	if !s.encoded.inUse.Load() {
-		return false
-	}
-	_, ok := stream.(*grpc.GenericServerStream[pbresource.WatchListRequest, pbresource.WatchEvent])
+	return s.encoded.inUse.Load() && !inProcess(stream)
+}
+
+// inProcess reports whether stream is the server side of an in-process
+// client's WatchList.
+func inProcess(stream grpc.ServerStreamingServer[pbresource.WatchEvent]) bool {
+	_, ok := stream.(*inprocWatchServer)
 	return ok
 }
