@@ -234,9 +234,9 @@ func (b *batcher) send(stream grpc.ServerStreamingServer[pbresource.WatchEvent],
 	n := len(b.parts)
 	clear(b.parts)
 	batch := batchEvent(evs[:n])
-	e := b.s.encoded.put(batch, mem.SliceBuffer(buf))
+	b.s.encoded.putBatch(batch, mem.SliceBuffer(buf))
 	err := stream.Send(batch)
-	b.s.encoded.drop(e)
+	b.s.encoded.dropBatch(batch)
 	return n, err
 }
 
