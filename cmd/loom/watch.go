@@ -63,7 +63,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer s.Close()
 	w := &eventWriter{p: s.printer(*format, stdout)}
-	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix}
+	// A Loom server may then send several events per message (Consul
+	// ignores the field); watchOnce prints them one by one.
+	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, BatchEvents: true}
 	return watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax))
 }
 
@@ -108,6 +110,7 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 	if err != nil {
 		return false, err
 	}
+	stream = pbresource.Unbatched(stream)
 	w.startSnapshot()
 	received := false
 	for {
