@@ -39,10 +39,14 @@ const (
 	// maxBatchEvents bounds the events of one batch, and of the queue
 	// between a batched stream's reader and sender.
 	maxBatchEvents = 1024
-	// maxBatchBytes bounds the encoded size of a batch: a quarter of
-	// gRPC's default limit on a received message (4 MiB). An event larger
-	// than that is sent alone.
-	maxBatchBytes = 1 << 20
+	// maxBatchBytes bounds the encoded size of a batch message: an eighth
+	// of gRPC's default limit on a received message (4 MiB), and large
+	// enough that gRPC's cost per message is spread over a thousand small
+	// events. An event larger than that is sent alone.
+	maxBatchBytes = 512 << 10
+	// batchHeader is the most a batch message takes besides its events'
+	// tags, lengths and encodings: its own tag and length.
+	batchHeader = 1 + 4
 )
 
 // sendBatches sends src's events on stream, in batches where more than one
@@ -214,7 +218,7 @@ func (b *batcher) send(stream grpc.ServerStreamingServer[pbresource.WatchEvent],
 			return 0, err
 		}
 		n := protowire.SizeTag(pblayout.BatchEvents) + protowire.SizeBytes(len(part))
-		if len(b.parts) > 0 && size+n > maxBatchBytes {
+		if len(b.parts) > 0 && batchHeader+size+n > maxBatchBytes {
 			break
 		}
 		b.parts = append(b.parts, part)
@@ -276,7 +280,7 @@ func (b *batcher) sendUnencoded(stream grpc.ServerStreamingServer[pbresource.Wat
 	for _, qe := range evs[:min(len(evs), maxBatchEvents)] {
 		m := proto.Size(qe.ev)
 		m = protowire.SizeTag(pblayout.BatchEvents) + protowire.SizeBytes(m)
-		if n > 0 && size+m > maxBatchBytes {
+		if n > 0 && batchHeader+size+m > maxBatchBytes {
 			break
 		}
 		size += m

@@ -420,7 +420,7 @@ func testBatcherBounds(t *testing.T, encode bool) {
 		}
 		require.GreaterOrEqual(t, len(batch.Events), 2)
 		require.LessOrEqual(t, len(batch.Events), maxBatchEvents)
-		require.LessOrEqual(t, len(stream.encoded[i]), maxBatchBytes+8)
+		require.LessOrEqual(t, len(stream.encoded[i]), maxBatchBytes)
 		decoded := new(pbresource.WatchEvent)
 		require.NoError(t, proto.Unmarshal(stream.encoded[i], decoded))
 		require.True(t, proto.Equal(ev, decoded), "batch %d's encoding is not the batch", i)

@@ -1340,8 +1340,9 @@ type WatchListRequest struct {
 	// gRPC (framing, flow control, a write per message) on busy streams. The
 	// server batches only events it already has at hand when it sends, never
 	// waiting for more, so batching adds no latency; a batch holds at least
-	// two events, at most a few thousand and well under a megabyte (an event
-	// that alone exceeds that is sent alone). A client that sets it must
+	// two events and at most 1,024 events and 512 KiB (an event that alone
+	// exceeds that is sent alone), well under gRPC's default limit on a
+	// received message (4 MiB). A client that sets it must
 	// accept both single events and batches; the events of a batch are
 	// delivered in order, exactly as if they had come one by one, and the
 	// order of the stream (snapshot, EndOfSnapshot, NewSnapshot, Bookmark,
