@@ -27,7 +27,9 @@ import (
 // With bookmarks, an idle stream gets a Bookmark every
 // Config.WatchBookmarkInterval, when the backend can tell its position.
 // A since_version that is not a number is InvalidArgument, one ahead of the
-// store OutOfRange; nothing is sent then. See the proto's comments.
+// store OutOfRange; nothing is sent then. With batch_events, a stream other
+// than an in-process one sends the events it has at hand together, in Batch
+// messages (watch_batch.go). See the proto's comments.
 func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) error {
 	streamCtx := stream.Context()
 	if s.shuttingDown.Err() != nil {
