@@ -142,3 +142,22 @@ func TestCodecDecodesBatches(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWatchMessage checks that WatchMessage always decodes as the generic
+// decoder does, and keeps nothing of its input.
+func FuzzWatchMessage(f *testing.F) {
+	rnd := rand.New(rand.NewPCG(17, 18))
+	for range 10 {
+		b, err := proto.Marshal(randomBatch(rnd))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x32, 0x00, 0x32, 0x00})             // two empty batches
+	f.Add([]byte{0x32, 0x04, 0x0a, 0x02, 0x1a, 0x00}) // a batch of one EndOfSnapshot
+	var d Decoder
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkWatchMessage(t, &d, b)
+	})
+}
