@@ -59,7 +59,14 @@ func (s *Server) sendBatches(ctx context.Context, stream grpc.ServerStreamingSer
 		defer close(read)
 		for {
 			ev, shared, err := src.next(readCtx)
-			if !q.push(readCtx, queuedEvent{ev: ev, shared: shared}, err) || err != nil {
+			if err == nil && !q.push(readCtx, queuedEvent{ev: ev, shared: shared}, nil) {
+				// The sender has stopped, or the stream is ending.
+				err = src.ended(readCtx, readCtx.Err())
+			}
+			if err != nil {
+				// The reader always ends the queue, so a sender never waits
+				// for it in vain. (An error is queued without waiting.)
+				q.push(readCtx, queuedEvent{}, err)
 				return
 			}
 		}
@@ -122,8 +129,8 @@ func newEventQueue() *eventQueue {
 }
 
 // push queues ev, or, when err is not nil, ends the queue with err (ev is
-// then ignored). It waits while the queue is full, and reports false if
-// ctx ended first (the sender has stopped).
+// then ignored) at once. It waits while the queue is full, and reports
+// false if ctx ended first (the sender has stopped).
 func (q *eventQueue) push(ctx context.Context, ev queuedEvent, err error) bool {
 	for {
 		q.mu.Lock()
