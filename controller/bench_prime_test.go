@@ -65,6 +65,11 @@ func (c *sizeClient) List(ctx context.Context, req *pbresource.ListRequest, opts
 }
 
 func (c *sizeClient) WatchList(ctx context.Context, req *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
+	if c.unversioned {
+		// Nor does such a server send batches of events.
+		req = &pbresource.WatchListRequest{Type: req.Type, Tenancy: req.Tenancy, NamePrefix: req.NamePrefix,
+			SinceVersion: req.SinceVersion, Bookmarks: req.Bookmarks}
+	}
 	s, err := c.ResourceServiceClient.WatchList(ctx, req, opts...)
 	if err != nil {
 		return nil, err

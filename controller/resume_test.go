@@ -27,14 +27,16 @@ type streamLog struct {
 	upserts, deletes       int
 	endOfSnapshot, newSnap int
 	bookmarks              int
-	bytes                  int // proto.Size of the events received
+	batches                int // messages that were batches of events
+	bytes                  int // proto.Size of the messages received
 	opened, first, last    time.Time
 }
 
 // breakableClient records the WatchList streams of the Manager's cache and
 // can break the current one, as a network would; with ignoreSince it drops
 // since_version and bookmarks from requests, like a server (Consul's) that
-// does not know them.
+// does not know them (it keeps batch_events, which such a server may
+// know).
 type breakableClient struct {
 	pbresource.ResourceServiceClient
 	ignoreSince bool
@@ -59,7 +61,7 @@ func (c *breakableClient) WatchList(ctx context.Context, in *pbresource.WatchLis
 	ctx, cancel := context.WithCancel(ctx)
 	log := &streamLog{since: in.SinceVersion, opened: time.Now()}
 	if c.ignoreSince {
-		in = &pbresource.WatchListRequest{Type: in.Type, Tenancy: in.Tenancy, NamePrefix: in.NamePrefix}
+		in = &pbresource.WatchListRequest{Type: in.Type, Tenancy: in.Tenancy, NamePrefix: in.NamePrefix, BatchEvents: in.BatchEvents}
 	}
 	stream, err := c.ResourceServiceClient.WatchList(ctx, in, opts...)
 	if err != nil {
@@ -121,17 +123,25 @@ func (s *loggedStream) Recv() (*pbresource.WatchEvent, error) {
 		s.log.first = time.Now()
 	}
 	s.log.last = time.Now()
-	switch ev.Event.(type) {
-	case *pbresource.WatchEvent_Upsert_:
-		s.log.upserts++
-	case *pbresource.WatchEvent_Delete_:
-		s.log.deletes++
-	case *pbresource.WatchEvent_EndOfSnapshot_:
-		s.log.endOfSnapshot++
-	case *pbresource.WatchEvent_NewSnapshot_:
-		s.log.newSnap++
-	case *pbresource.WatchEvent_Bookmark_:
-		s.log.bookmarks++
+	events := []*pbresource.WatchEvent{ev}
+	if b := ev.GetBatch(); b != nil {
+		// A batch (over gRPC) is counted as its events.
+		events = b.Events
+		s.log.batches++
+	}
+	for _, ev := range events {
+		switch ev.Event.(type) {
+		case *pbresource.WatchEvent_Upsert_:
+			s.log.upserts++
+		case *pbresource.WatchEvent_Delete_:
+			s.log.deletes++
+		case *pbresource.WatchEvent_EndOfSnapshot_:
+			s.log.endOfSnapshot++
+		case *pbresource.WatchEvent_NewSnapshot_:
+			s.log.newSnap++
+		case *pbresource.WatchEvent_Bookmark_:
+			s.log.bookmarks++
+		}
 	}
 	return ev, nil
 }

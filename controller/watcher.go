@@ -141,15 +141,20 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 	// stream's events can be decoded compactly, each resource in one block
 	// that shares its Type and Tenancy with the stream's others
 	// (internal/pbdecode); the in-process client ignores call options.
+	// Over gRPC, a Loom server sends what it has at hand in batches
+	// (batch_events), which Unbatched hands out one by one; in process, and
+	// from Consul, every message is one event anyway.
 	stream, err := w.Client.WatchList(ctx, &pbresource.WatchListRequest{
 		Type:         typ,
 		Tenancy:      &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
 		SinceVersion: resume.version,
 		Bookmarks:    true,
+		BatchEvents:  true,
 	}, grpc.ForceCodecV2(pbdecode.NewCodec()))
 	if err != nil {
 		return false, err
 	}
+	stream = pbresource.Unbatched(stream)
 	// resuming: the stream may be the changes after resume.version, as
 	// asked, and its events are applied at once. If it proves to be a
 	// snapshot after all, what it upserted before that is in the cache

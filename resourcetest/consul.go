@@ -21,8 +21,9 @@ import (
 //     staleFor old while another watch of the same request is open, then
 //     followed by the changes after that view, as Consul's event publisher
 //     reuses a cached snapshot; Consul's is up to 10 s old.
-//   - WatchList ignores since_version and bookmarks, sends no NewSnapshot,
-//     and its EndOfSnapshot and Delete events carry no version.
+//   - WatchList ignores since_version, bookmarks and batch_events, sends
+//     no NewSnapshot and no batch of events, and its EndOfSnapshot and
+//     Delete events carry no version.
 //   - List ignores page_size and page_token (it sends everything at once)
 //     and tells no version.
 //   - Removing a marked resource's last finalizer leaves it in the store,

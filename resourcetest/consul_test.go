@@ -2,6 +2,7 @@ package resourcetest_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,5 +132,42 @@ func TestHarnessSyncAgainstConsulLike(t *testing.T) {
 		res, err := h.Cache.GetByID(svc.Resource(foo.BarV1Type, name).ID())
 		require.NoError(t, err)
 		require.NotNil(t, res, "%s is missing from the synced cache", name)
+	}
+}
+
+// TestConsulLikeSendsNoBatches checks that the Consul-like service, over
+// gRPC, sends single events to a watch that asks for batches, as Consul
+// does, while the plain service batches them.
+func TestConsulLikeSendsNoBatches(t *testing.T) {
+	for _, consul := range []bool{false, true} {
+		opts := []resourcetest.ServiceOption{resourcetest.WithTypes(foo.RegisterTypes), resourcetest.OverGRPC()}
+		if consul {
+			opts = append(opts, resourcetest.ConsulLike(0))
+		}
+		svc := resourcetest.StartService(t, opts...)
+		for i := range 1000 {
+			svc.Resource(foo.BarV1Type, fmt.Sprint("bar-", i)).WithData(t, &pbfoov1.Bar{Baz: "b"}).Write(t, svc.Client)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := svc.Client.WatchList(ctx, &pbresource.WatchListRequest{Type: foo.BarV1Type,
+			Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard}, BatchEvents: true})
+		require.NoError(t, err)
+		events, batches := 0, 0
+		for events < 1001 {
+			ev, err := stream.Recv()
+			require.NoError(t, err)
+			if b := ev.GetBatch(); b != nil {
+				batches++
+				events += len(b.Events)
+			} else {
+				events++
+			}
+		}
+		cancel()
+		if consul {
+			require.Zero(t, batches, "the Consul-like service sent a batch")
+		} else {
+			require.Positive(t, batches, "the service sent no batch")
+		}
 	}
 }

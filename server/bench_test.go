@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -171,7 +175,10 @@ func benchW7(b *testing.B, transport, op string, clients int) {
 // 100 WatchList streams on one type, 10,000 writes (creates) from one
 // goroutine; an iteration ends when every stream has received every event.
 // The streams use the named transport (for gRPC: 100 streams on one
-// connection); the writes always go through the in-process client, so the
+// connection). Over gRPC, the client is the generated one; it reads the
+// stream as Consul's clients do (grpc), asks for batches of events
+// (grpc-batched), or also decodes the events with the codec of a Loom
+// Manager's remote cache, internal/pbdecode (grpc-batched-pbdecode); the writes always go through the in-process client, so the
 // figure is the cost of the fan-out and not that of 10,000 write RPCs
 // (BenchmarkW7 measures those).
 //
@@ -186,7 +193,7 @@ func benchW7(b *testing.B, transport, op string, clients int) {
 // in the backend, so when the writes end well before the delivery does, the
 // lag is mostly that queue.
 func BenchmarkW8(b *testing.B) {
-	for _, transport := range []string{"inproc", "grpc"} {
+	for _, transport := range []string{"inproc", "grpc", "grpc-batched", "grpc-batched-pbdecode"} {
 		b.Run(transport, func(b *testing.B) { benchW8(b, transport) })
 	}
 }
@@ -214,7 +221,9 @@ func benchW8(b *testing.B, transport string) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		env, client, stop := benchEnv(b, transport)
+		env, client, stop := benchEnv(b, strings.TrimSuffix(strings.TrimSuffix(transport, "-pbdecode"), "-batched"))
+		req := &pbresource.WatchListRequest{Type: widgetType, BatchEvents: strings.Contains(transport, "-batched")}
+		var opts []grpc.CallOption
 		ctx, cancel := context.WithCancel(context.Background())
 		// Times are taken relative to base, which is set before any
 		// goroutine starts.
@@ -224,10 +233,14 @@ func benchW8(b *testing.B, transport string) {
 		errs := make(chan error, streams)
 		var ready, wg sync.WaitGroup
 		for w := range streams {
-			stream, err := client.WatchList(ctx, &pbresource.WatchListRequest{Type: widgetType})
+			if strings.HasSuffix(transport, "-pbdecode") {
+				opts = []grpc.CallOption{grpc.ForceCodecV2(pbdecode.NewCodec())}
+			}
+			stream, err := client.WatchList(ctx, req, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
+			stream = pbresource.Unbatched(stream)
 			lags[w] = make([]time.Duration, 0, writes/lagSample+1)
 			ready.Add(1)
 			wg.Go(func() {

@@ -27,7 +27,9 @@ import (
 // With bookmarks, an idle stream gets a Bookmark every
 // Config.WatchBookmarkInterval, when the backend can tell its position.
 // A since_version that is not a number is InvalidArgument, one ahead of the
-// store OutOfRange; nothing is sent then. See the proto's comments.
+// store OutOfRange; nothing is sent then. With batch_events, a stream other
+// than an in-process one sends the events it has at hand together, in Batch
+// messages (watch_batch.go). See the proto's comments.
 func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) error {
 	streamCtx := stream.Context()
 	if s.shuttingDown.Err() != nil {
@@ -63,13 +65,48 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	}
 	defer w.Close()
 
+	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, w: w, authz: authz, reg: reg, deltas: resumed}
+	if req.BatchEvents && !inProcess(stream) {
+		return s.sendBatches(ctx, stream, src)
+	}
 	// After the snapshot (or from the start of a resumed stream), the
 	// backend's events may be shared with other watches; over gRPC, the
 	// codec of ServerOptions then marshals each once for all streams (see
 	// watch_encode.go).
-	mark, deltas := s.marksEvents(stream), resumed
+	mark := s.marksEvents(stream)
 	for {
-		ev, err := w.Next(ctx)
+		ev, shared, err := src.next(ctx)
+		if err != nil {
+			return err
+		}
+		if mark && shared {
+			s.encoded.mark(ev)
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// watchSource yields the events one WatchList stream may send.
+type watchSource struct {
+	s              *Server
+	ctx, streamCtx context.Context // WatchList's, and the stream's own
+	w              storage.Watch
+	authz          resource.Authorizer
+	reg            resource.Registered
+	// deltas is set while the events are changes (after the snapshot, or
+	// from the start of a resumed stream), which backends may share
+	// between watches. Only next uses it.
+	deltas bool
+}
+
+// next returns the watch's next event the caller may read, waiting for it
+// until ctx ends, and whether it is a change that other watches may share.
+// Its error is the one WatchList returns.
+func (src *watchSource) next(ctx context.Context) (ev *pbresource.WatchEvent, shared bool, err error) {
+	for {
+		ev, err := src.w.Next(ctx)
 		if err == nil {
 			// Whatever a backend does with buffered events once ctx has
 			// ended, send none after that. (ctx is a cancelCtx: Err is an
@@ -77,36 +114,43 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 			err = ctx.Err()
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				if streamErr := streamCtx.Err(); streamErr != nil {
-					return status.FromContextError(streamErr).Err()
-				}
-				return s.fail("WatchList", nil, ErrShuttingDown)
-			}
-			return s.fail("WatchList", nil, storageError(err))
+			return nil, false, src.ended(ctx, err)
 		}
 		if res := eventResource(ev); res != nil {
-			if err := s.registrationOf(reg, res).AuthorizeRead(authz, res.Id, res); err != nil {
+			if err := src.s.registrationOf(src.reg, res).AuthorizeRead(src.authz, res.Id, res); err != nil {
 				if isDenied(err) {
 					continue
 				}
-				return s.fail("WatchList", res.Id, aclError(err))
+				return nil, false, src.s.fail("WatchList", res.Id, aclError(err))
 			}
 		}
 		switch ev.Event.(type) {
 		case *pbresource.WatchEvent_EndOfSnapshot_:
-			deltas = true
+			src.deltas = true
 		case *pbresource.WatchEvent_NewSnapshot_:
-			deltas = false
+			src.deltas = false
 		case *pbresource.WatchEvent_Upsert_, *pbresource.WatchEvent_Delete_:
-			if mark && deltas {
-				s.encoded.mark(ev)
-			}
+			return ev, src.deltas, nil
 		}
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
+		return ev, false, nil
 	}
+}
+
+// ended turns the error of a Next with ctx into WatchList's. ctx is
+// WatchList's or one derived from it.
+func (src *watchSource) ended(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return src.s.fail("WatchList", nil, storageError(err))
+	}
+	if streamErr := src.streamCtx.Err(); streamErr != nil {
+		return status.FromContextError(streamErr).Err()
+	}
+	if src.ctx.Err() == nil {
+		// ctx was ended by the stream's own sender (see sendBatches),
+		// which returns an error of its own.
+		return err
+	}
+	return src.s.fail("WatchList", nil, ErrShuttingDown)
 }
 
 // eventResource returns the resource an Upsert or Delete event is about.

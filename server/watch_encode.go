@@ -34,11 +34,19 @@ import (
 // marshalled it before would have sent the old bytes.
 
 // encodedEventSlots is the size of the cache of marshalled events: enough to
-// cover how far apart in a burst of events the streams of one type drift.
-const encodedEventSlots = 4096
+// cover how far apart in a burst of events the streams of one type drift
+// (batched streams drift further: each sends up to maxBatchEvents at a
+// time). 16,384 slots cost 128 KB, and keep at most as many events and
+// their encodings alive (a few MB for small resources; the in-memory
+// backend's event log keeps them alive for longer anyway).
+const encodedEventSlots = 1 << 14
 
 // encodedEvents is a direct-mapped cache from an event (by pointer) to its
-// encoding. A slot holds the event itself, so while it is cached its
+// encoding. An event's slot is chosen by its store version when it has a
+// numeric one (a change's: the resource's version for an Upsert, the
+// deletion's for a Delete), so that the changes of any window of
+// encodedEventSlots consecutive versions never evict each other; else by
+// its address. A slot holds the event itself, so while it is cached its
 // address cannot be reused by another event. Two streams that mark the
 // same event at once may both store an entry; one of them stays, and its
 // bytes are marshalled once.
@@ -48,6 +56,11 @@ type encodedEvents struct {
 	// inUse is set once ServerOptions has handed out the codec: before
 	// that no stream reads the cache, and WatchList marks nothing.
 	inUse atomic.Bool
+
+	// batches are the batches being sent, with their encodings (see
+	// watch_batch.go), for the codec.
+	batchMu sync.Mutex
+	batches map[*pbresource.WatchEvent]mem.Buffer
 }
 
 type encodedEvent struct {
@@ -58,11 +71,40 @@ type encodedEvent struct {
 }
 
 func newEncodedEvents() *encodedEvents {
-	return &encodedEvents{seed: maphash.MakeSeed()}
+	return &encodedEvents{seed: maphash.MakeSeed(), batches: make(map[*pbresource.WatchEvent]mem.Buffer)}
 }
 
 func (c *encodedEvents) slot(ev *pbresource.WatchEvent) *atomic.Pointer[encodedEvent] {
+	if v, ok := eventVersion(ev); ok {
+		return &c.slots[v%encodedEventSlots]
+	}
 	return &c.slots[maphash.Comparable(c.seed, ev)%encodedEventSlots]
+}
+
+// eventVersion returns the store version of the change ev reports, if it
+// is a decimal number.
+func eventVersion(ev *pbresource.WatchEvent) (uint64, bool) {
+	var v string
+	switch e := ev.Event.(type) {
+	case *pbresource.WatchEvent_Upsert_:
+		v = e.Upsert.GetResource().GetVersion()
+	case *pbresource.WatchEvent_Delete_:
+		if v = e.Delete.GetVersion(); v == "" {
+			v = e.Delete.GetResource().GetVersion()
+		}
+	}
+	if v == "" || len(v) > 19 {
+		return 0, false // (19 digits never overflow)
+	}
+	var n uint64
+	for i := 0; i < len(v); i++ {
+		d := v[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		n = n*10 + uint64(d)
+	}
+	return n, true
 }
 
 // mark puts ev in the cache, unless it is there already.
@@ -81,11 +123,53 @@ func (c *encodedEvents) encoded(ev *pbresource.WatchEvent) (buf mem.Buffer, ok b
 	if e == nil || e.ev != ev {
 		return nil, false, nil
 	}
+	buf, err = e.encoded()
+	return buf, true, err
+}
+
+// encoded returns e's event marshalled, the first call marshalling it.
+func (e *encodedEvent) encoded() (mem.Buffer, error) {
 	e.once.Do(func() {
-		b, err := proto.Marshal(ev)
+		b, err := proto.Marshal(e.ev)
 		e.buf, e.err = mem.SliceBuffer(b), err
 	})
-	return e.buf, true, e.err
+	return e.buf, e.err
+}
+
+// encode returns ev's bytes, marshalled once for every stream that sends
+// it: it puts ev in the cache, unless it is there already, and returns its
+// encoding.
+func (c *encodedEvents) encode(ev *pbresource.WatchEvent) (mem.Buffer, error) {
+	slot := c.slot(ev)
+	e := slot.Load()
+	if e == nil || e.ev != ev {
+		e = &encodedEvent{ev: ev}
+		slot.Store(e)
+	}
+	return e.encoded()
+}
+
+// putBatch records batch's encoding buf for the codec to send as it is,
+// until dropBatch. buf is never written to afterwards.
+func (c *encodedEvents) putBatch(batch *pbresource.WatchEvent, buf mem.Buffer) {
+	c.batchMu.Lock()
+	c.batches[batch] = buf
+	c.batchMu.Unlock()
+}
+
+// dropBatch forgets batch's encoding.
+func (c *encodedEvents) dropBatch(batch *pbresource.WatchEvent) {
+	c.batchMu.Lock()
+	delete(c.batches, batch)
+	c.batchMu.Unlock()
+}
+
+// encodedBatch returns batch's encoding, if putBatch recorded it.
+func (c *encodedEvents) encodedBatch(batch *pbresource.WatchEvent) (mem.Buffer, bool) {
+	c.batchMu.Lock()
+	buf, ok := c.batches[batch]
+	c.batchMu.Unlock()
+	return buf, ok
 }
 
 // eventCodec is the gRPC codec of ServerOptions: gRPC's proto codec, except
@@ -97,6 +181,12 @@ type eventCodec struct {
 
 func (c *eventCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if ev, ok := v.(*pbresource.WatchEvent); ok {
+		if _, ok := ev.Event.(*pbresource.WatchEvent_Batch_); ok {
+			if buf, ok := c.events.encodedBatch(ev); ok {
+				return mem.BufferSlice{buf}, nil
+			}
+			return c.proto.Marshal(v)
+		}
 		// The buffer is never written to, and freeing a SliceBuffer does
 		// nothing, so every stream may hold it at once.
 		if buf, ok, err := c.events.encoded(ev); ok {
@@ -135,13 +225,17 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 }
 
 // marksEvents reports whether WatchList should mark the events it sends on
-// stream for the codec: the codec was handed out and stream is a gRPC one
-// (an in-process stream hands over the events themselves and marshals
-// nothing).
+// stream for the codec: the codec was handed out and stream is not an
+// in-process one (which hands over the events themselves and marshals
+// nothing). A gRPC stream that interceptors wrap is marked too: its events
+// still reach the codec.
 func (s *Server) marksEvents(stream grpc.ServerStreamingServer[pbresource.WatchEvent]) bool {
-	if !s.encoded.inUse.Load() {
-		return false
-	}
-	_, ok := stream.(*grpc.GenericServerStream[pbresource.WatchListRequest, pbresource.WatchEvent])
+	return s.encoded.inUse.Load() && !inProcess(stream)
+}
+
+// inProcess reports whether stream is the server side of an in-process
+// client's WatchList.
+func inProcess(stream grpc.ServerStreamingServer[pbresource.WatchEvent]) bool {
+	_, ok := stream.(*inprocWatchServer)
 	return ok
 }

@@ -122,6 +122,12 @@ func TestMarksEvents(t *testing.T) {
 	env.server.ServerOptions()
 	require.True(t, env.server.marksEvents(grpcStream))
 	require.False(t, env.server.marksEvents(inproc), "in process, nothing is marshalled")
+	// A gRPC stream an interceptor wrapped (as a host's are) still sends
+	// through the codec.
+	wrapped := grpc.ServerStreamingServer[pbresource.WatchEvent](struct {
+		grpc.ServerStreamingServer[pbresource.WatchEvent]
+	}{grpcStream})
+	require.True(t, env.server.marksEvents(wrapped))
 }
 
 // sentEvents is a stream interceptor that records the watch events handlers

@@ -71,7 +71,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer s.Close()
 	w := &eventWriter{p: s.printer(*format, stdout)}
-	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, SinceVersion: *since}
+	// A Loom server may then send several events per message (Consul
+	// ignores the field); watchOnce prints them one by one.
+	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, SinceVersion: *since, BatchEvents: true}
 	return watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax))
 }
 
@@ -129,6 +131,7 @@ func watchOnce(ctx context.Context, client pbresource.ResourceServiceClient, req
 	if err != nil {
 		return false, err
 	}
+	stream = pbresource.Unbatched(stream)
 	w.startStream(req.SinceVersion != "")
 	received := false
 	for {

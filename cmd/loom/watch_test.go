@@ -140,3 +140,20 @@ func TestWatchResumes(t *testing.T) {
 		t.Errorf("watch -since refused: %v after %d watches, want OutOfRange after 1", err, f.calls)
 	}
 }
+
+// A batch of events is printed as its events, one by one.
+func TestWatchPrintsBatches(t *testing.T) {
+	batch := &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Batch_{Batch: &pbresource.WatchEvent_Batch{
+		Events: []*pbresource.WatchEvent{endOfSnapshot(), endOfSnapshot()}}}}
+	f := &fakeWatcher{streams: []fakeStream{{events: []*pbresource.WatchEvent{batch, endOfSnapshot()}, end: status.Error(codes.PermissionDenied, "no")}}}
+	var stdout, stderr bytes.Buffer
+	types := &typeResolver{ctx: context.Background(), noServer: errors.New("none")}
+	w := &eventWriter{p: &printer{format: formatJSON, types: types, stdout: &stdout, stderr: &stderr, now: time.Now, warned: map[string]bool{}}}
+	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("watchLoop returned %v, want the PermissionDenied that ended the stream", err)
+	}
+	if n := strings.Count(stdout.String(), "endOfSnapshot"); n != 3 || strings.Contains(stdout.String(), "batch") {
+		t.Errorf("printed %q; want three events and no batch", stdout.String())
+	}
+}

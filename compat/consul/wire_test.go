@@ -2,6 +2,7 @@ package consul_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -312,5 +313,46 @@ func TestConsulGeneratedDataType(t *testing.T) {
 	}
 	if !proto.Equal(&got, ctp) {
 		t.Errorf("read %v, want %v", &got, ctp)
+	}
+}
+
+// Consul's client does not ask for batches of events, so a Loom server
+// sends it every event of a large snapshot and a burst as a message of its
+// own, with a case Consul's client knows (a batch would reach it as an
+// event with no case set).
+func TestConsulClientGetsNoBatches(t *testing.T) {
+	client := consulpb.NewResourceServiceClient(loomServer(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 500
+	for i := range n {
+		if _, err := client.Write(ctx, &consulpb.WriteRequest{Resource: consulBar(t, fmt.Sprint("bar-", i), "B")}); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	}
+	watch, err := client.WatchList(ctx, &consulpb.WatchListRequest{
+		Type:    consulBarType,
+		Tenancy: &consulpb.Tenancy{Partition: "*", Namespace: "*"},
+	})
+	if err != nil {
+		t.Fatalf("WatchList: %v", err)
+	}
+	for i := range n {
+		if ev := recv(t, watch); ev.GetUpsert() == nil {
+			t.Fatalf("snapshot event %d = %v, want an upsert", i, ev)
+		}
+	}
+	if ev := recv(t, watch); ev.GetEndOfSnapshot() == nil {
+		t.Fatalf("event after the snapshot = %v, want EndOfSnapshot", ev)
+	}
+	for i := range n {
+		if _, err := client.Write(ctx, &consulpb.WriteRequest{Resource: consulBar(t, fmt.Sprint("more-", i), "M")}); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	}
+	for i := range n {
+		if ev := recv(t, watch); ev.GetUpsert() == nil {
+			t.Fatalf("change %d = %v, want an upsert", i, ev)
+		}
 	}
 }

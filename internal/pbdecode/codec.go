@@ -31,7 +31,8 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return protoCodec.Marshal(v)
 }
 
-// Unmarshal decodes data into v, compactly if v is a WatchEvent.
+// Unmarshal decodes data into v, compactly if v is a WatchEvent (or a
+// Batch of them).
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	ev, ok := v.(*pbresource.WatchEvent)
 	if !ok {
@@ -41,7 +42,7 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	// pool.
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	return c.d.WatchEvent(buf.ReadOnlyData(), ev)
+	return c.d.WatchMessage(buf.ReadOnlyData(), ev)
 }
 
 // Name is gRPC's proto codec's name.

@@ -44,6 +44,8 @@ const (
 	WatchEventEndOfSnapshot protowire.Number = 3 // WatchEvent.EndOfSnapshot
 	WatchEventNewSnapshot   protowire.Number = 4 // WatchEvent.NewSnapshot
 	WatchEventBookmark      protowire.Number = 5 // WatchEvent.Bookmark
+	WatchEventBatch         protowire.Number = 6 // WatchEvent.Batch
+	BatchEvents             protowire.Number = 1 // repeated WatchEvent, of Batch
 	EventResource           protowire.Number = 1 // Resource, of Upsert and Delete
 	DeleteVersion           protowire.Number = 2 // string, of Delete
 	EndOfSnapshotVersion    protowire.Number = 1 // string, of EndOfSnapshot

@@ -135,14 +135,14 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 	events := (&pbresource.WatchEvent{}).ProtoReflect().Descriptor().Fields()
 	for num, name := range map[protowire.Number]protoreflect.Name{
 		WatchEventUpsert: "upsert", WatchEventDelete: "delete", WatchEventEndOfSnapshot: "end_of_snapshot",
-		WatchEventNewSnapshot: "new_snapshot", WatchEventBookmark: "bookmark",
+		WatchEventNewSnapshot: "new_snapshot", WatchEventBookmark: "bookmark", WatchEventBatch: "batch",
 	} {
 		if fd := events.ByNumber(num); fd == nil || fd.Name() != name {
 			t.Errorf("WatchEvent field %d is not %s", num, name)
 		}
 	}
-	if n := events.Len(); n != 5 {
-		t.Errorf("WatchEvent has %d fields, want the 5 described", n)
+	if n := events.Len(); n != 6 {
+		t.Errorf("WatchEvent has %d fields, want the 6 described", n)
 	}
 	// Each event's own fields, by number.
 	for event, want := range map[protoreflect.Name]map[protowire.Number]protoreflect.Name{
@@ -151,6 +151,7 @@ func TestLayoutMatchesDescriptors(t *testing.T) {
 		"end_of_snapshot": {EndOfSnapshotVersion: "version"},
 		"new_snapshot":    {},
 		"bookmark":        {BookmarkVersion: "version"},
+		"batch":           {BatchEvents: "events"},
 	} {
 		fields := events.ByName(event).Message().Fields()
 		if fields.Len() != len(want) {
