@@ -338,16 +338,7 @@ func (p *resumePoint) precedes(v string) bool {
 // refused reports whether err is the server refusing to resume from the
 // point: a since_version it does not accept.
 func (p *resumePoint) refused(err error) bool {
-	if p.version == "" {
-		return false
-	}
-	switch status.Code(err) {
-	case codes.OutOfRange:
-		return true
-	case codes.InvalidArgument:
-		return strings.Contains(status.Convert(err).Message(), "since_version")
-	}
-	return false
+	return p.version != "" && pbresource.SinceVersionRefused(err)
 }
 
 func dropID(list []*pbresource.Resource, id *pbresource.ID) []*pbresource.Resource {

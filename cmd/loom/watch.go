@@ -96,7 +96,7 @@ func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req
 			// moment before ctx says it has passed.
 			return nil
 		}
-		if w.resumed && refusedSince(err) {
+		if w.resumed && pbresource.SinceVersionRefused(err) {
 			// A point this command found itself (not -since) that the
 			// server no longer accepts (it restarted with an empty
 			// store, say): watch afresh, at once.
@@ -187,17 +187,6 @@ func (w *eventWriter) advance(v string) {
 		w.resume = v
 	}
 	w.resumed = true
-}
-
-// refusedSince reports whether err is a server refusing a since_version.
-func refusedSince(err error) bool {
-	switch status.Code(err) {
-	case codes.OutOfRange:
-		return true
-	case codes.InvalidArgument:
-		return strings.Contains(status.Convert(err).Message(), "since_version")
-	}
-	return false
 }
 
 func (w *eventWriter) flushSnapshot() {
