@@ -28,10 +28,12 @@ import (
 // decoder.
 const maxField = 7
 
-// Resource decodes an encoded Resource. Its strings are copied; its
-// Data.Value shares b, which must not change afterwards.
+// Resource decodes an encoded Resource. Its strings and its Data.Value
+// share b, which must not change afterwards: the resource keeps b alive,
+// no more than its own copies of the strings would weigh, and nothing is
+// copied.
 func Resource(b []byte) (*pbresource.Resource, error) {
-	r := fieldReader{s: string(b), buf: b}
+	r := fieldReader{s: unsafe.String(unsafe.SliceData(b), len(b)), buf: b}
 	if res, ok := fastResource(&r, nil); ok {
 		return res, nil
 	}
@@ -174,6 +176,7 @@ func fastResource(r *fieldReader, in *interner) (*pbresource.Resource, bool) {
 	strs := pblayout.ResourceStrings(res)
 	var seen uint8
 	for {
+		tag := r.pos
 		num, typ, more, bad := r.next()
 		if bad {
 			return nil, false
@@ -208,7 +211,14 @@ func fastResource(r *fieldReader, in *interner) (*pbresource.Resource, bool) {
 				ok = readSharedID(r, res.Owner, in)
 			}
 		case pblayout.ResourceMetadata:
-			ok = readMetadata(r, res)
+			if in != nil && r.fix == nil {
+				// Decoding a range (RangeDecoder): the resource shares
+				// the metadata map of an earlier one with the same
+				// entries.
+				ok = res.Metadata == nil && readSharedMetadata(r, res, in, tag)
+			} else {
+				ok = readMetadata(r, res)
+			}
 		case pblayout.ResourceStatus:
 			ok = readStatus(r, res, in)
 		case pblayout.ResourceData:

@@ -14,10 +14,14 @@ const maxInterned = 4096
 // interner hands out one Type message per distinct Type and one Tenancy
 // per distinct Tenancy, with its own copies of the strings. The messages it
 // returns are shared and must never change (cached resources are
-// immutable, see the resource package doc). The Decoder's lock guards it.
+// immutable, see the resource package doc). The Decoder's lock guards it;
+// a RangeDecoder's is its own goroutine's.
 type interner struct {
 	types     map[internKey]*pbresource.Type
 	tenancies map[internKey]*pbresource.Tenancy
+	// meta holds a RangeDecoder's metadata maps by the encoding of their
+	// entries (see readSharedMetadata).
+	meta map[string]map[string]string
 }
 
 // internKey holds a Type's or a Tenancy's strings by field number.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -154,7 +155,19 @@ func encode(res *pbresource.Resource, uid string) (value []byte, idLen int, err 
 
 // decode returns the resource stored in kv, with its Version.
 func decode(kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
-	res, err := unmarshalResource(kv.Value)
+	return decodeWith(nil, kv)
+}
+
+// decodeWith is decode with the RangeDecoder of a read of many, if d is not
+// nil.
+func decodeWith(d *pbdecode.RangeDecoder, kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
+	var res *pbresource.Resource
+	var err error
+	if d != nil {
+		res, err = d.Resource(kv.Value)
+	} else {
+		res, err = unmarshalResource(kv.Value)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcd: decoding the resource stored under %q: %w", kv.Key, err)
 	}
@@ -734,8 +747,9 @@ func decodeAll(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
 	out := make([]*pbresource.Resource, len(kvs))
 	workers := min(runtime.GOMAXPROCS(0), len(kvs)/parallelDecodeMin)
 	if workers <= 1 {
+		var d pbdecode.RangeDecoder
 		for i, kv := range kvs {
-			res, err := decode(kv)
+			res, err := decodeWith(&d, kv)
 			if err != nil {
 				return nil, err
 			}
@@ -748,8 +762,9 @@ func decodeAll(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
 	for start := 0; start < len(kvs); start += chunk {
 		end := min(start+chunk, len(kvs))
 		g.Go(func() error {
+			var d pbdecode.RangeDecoder
 			for i := start; i < end; i++ {
-				res, err := decode(kvs[i])
+				res, err := decodeWith(&d, kvs[i])
 				if err != nil {
 					return err
 				}
