@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +88,12 @@ type Backend struct {
 	// beforeWatch, when set (by tests), runs between the snapshot read of
 	// a WatchList and the start of its etcd watch.
 	beforeWatch func(snapshotRev int64)
+
+	// pageSize is how many keys a request of readRange asks for
+	// (rangePageSize; tests make it small). afterPage, when set (by
+	// tests), runs after each page a paged readRange read at rev.
+	pageSize  int64
+	afterPage func(rev int64)
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -102,6 +107,7 @@ func New(client *clientv3.Client, opts ...Option) *Backend {
 		keys:        keys{prefix: DefaultPrefix},
 		watchBuffer: DefaultWatchBufferSize,
 		logger:      hclog.NewNullLogger(),
+		pageSize:    rangePageSize,
 	}
 	for _, opt := range opts {
 		opt(b)
@@ -674,9 +680,9 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 }
 
 // List returns the resources of resType in tenancy whose names start with
-// namePrefix, ordered by partition, namespace and name, from one range
-// read (see the key layout in keys.go). StrongConsistency is honoured
-// with a linearizable read.
+// namePrefix, ordered by partition, namespace and name, all as stored at
+// one etcd revision (see readRange and the key layout in keys.go).
+// StrongConsistency is honoured with a linearizable read.
 func (b *Backend) List(ctx context.Context, consistency storage.ReadConsistency, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) ([]*pbresource.Resource, error) {
 	q, err := b.keys.query(resType, tenancy, namePrefix)
 	if err != nil {
@@ -685,55 +691,8 @@ func (b *Backend) List(ctx context.Context, consistency storage.ReadConsistency,
 	if q.empty {
 		return nil, nil
 	}
-	resp, err := b.get(ctx, consistency, q.rangePrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
-	}
-	return q.collect(resp.Kvs)
-}
-
-// collect decodes the kvs the query selects, in List's order.
-func (q *query) collect(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	if q.exact && q.partition != storage.Wildcard && q.namespace != storage.Wildcard {
-		// One tenancy: key order is name order.
-		return decodeAll(kvs)
-	}
-	type item struct {
-		tk  tenancyKey
-		res *pbresource.Resource
-	}
-	items := make([]item, 0, len(kvs))
-	selected := kvs[:0:0]
-	for _, kv := range kvs {
-		tk, ok := q.split(kv.Key)
-		if !ok || !q.matches(tk) {
-			continue
-		}
-		items = append(items, item{tk: tk})
-		selected = append(selected, kv)
-	}
-	decoded, err := decodeAll(selected)
-	if err != nil {
-		return nil, err
-	}
-	for i, res := range decoded {
-		items[i].res = res
-	}
-	// etcd orders keys bytewise, where "/" sorts after "-": namespace
-	// "a-b" comes before namespace "a". Restore (partition, namespace,
-	// name) order when that happened.
-	cmpItems := func(x, y item) int { return compareTenancyKeys(x.tk, y.tk) }
-	if !slices.IsSortedFunc(items, cmpItems) {
-		slices.SortFunc(items, cmpItems)
-	}
-	out := make([]*pbresource.Resource, len(items))
-	for i, it := range items {
-		out[i] = it.res
-	}
-	return out, nil
+	res, _, err := b.readRange(ctx, consistency, q)
+	return res, err
 }
 
 // parallelDecodeMin is the least number of values decodeAll spreads over
