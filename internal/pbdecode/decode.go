@@ -268,6 +268,10 @@ func readType(r *fieldReader, in *interner) (*pbresource.Type, bool) {
 		s := pblayout.TypeStrings(t)
 		return t, readStrings(r, s[:])
 	}
+	if r.fix == nil {
+		// A RangeDecoder's: the same encoding gives the same Type.
+		return internRaw(r, &in.rawTypes, typeFields[:], in.typ)
+	}
 	k, ok := readKey(r, typeFields[:])
 	if !ok {
 		return nil, false
@@ -282,6 +286,9 @@ func readTenancy(r *fieldReader, in *interner) (*pbresource.Tenancy, bool) {
 		t := new(pbresource.Tenancy)
 		s := pblayout.TenancyStrings(t)
 		return t, readStrings(r, s[:])
+	}
+	if r.fix == nil {
+		return internRaw(r, &in.rawTenancies, tenancyFields[:], in.tenancy)
 	}
 	k, ok := readKey(r, tenancyFields[:])
 	if !ok {
@@ -304,6 +311,11 @@ func readKey(parent *fieldReader, fields []*string) (key internKey, ok bool) {
 	if !ok {
 		return key, false
 	}
+	return readKeyFields(&r, fields)
+}
+
+// readKeyFields is readKey on the reader of the message itself.
+func readKeyFields(r *fieldReader, fields []*string) (key internKey, ok bool) {
 	var seen uint8
 	for {
 		num, wt, more, bad := r.next()
