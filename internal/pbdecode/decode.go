@@ -2,12 +2,13 @@
 // protobuf machinery. The generic decoder makes some two dozen allocations
 // for a small resource; this one decodes the fields a resource has into one
 // internal/pblayout block (and one per status) whose strings all share one
-// allocation, and hands anything unusual to the generic decoder, so its
-// results are always the generic decoder's (decode_test.go checks that,
-// with fuzz tests). The field numbers, the Go fields they fill and the
-// blocks come from internal/pblayout. The etcd backend decodes stored
-// resources with Resource; a Manager's cache decodes remote WatchList
-// streams with Codec.
+// allocation (for watch events) or the input (for stored resources), and
+// hands anything unusual to the generic decoder, so its results are always
+// the generic decoder's (decode_test.go checks that, with fuzz tests). The
+// field numbers, the Go fields they fill and the blocks come from
+// internal/pblayout. The etcd backend decodes stored resources with
+// Resource, and the many of a range read with RangeDecoder; a Manager's
+// cache decodes remote WatchList streams with Codec.
 package pbdecode
 
 import (
