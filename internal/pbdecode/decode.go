@@ -2,12 +2,13 @@
 // protobuf machinery. The generic decoder makes some two dozen allocations
 // for a small resource; this one decodes the fields a resource has into one
 // internal/pblayout block (and one per status) whose strings all share one
-// allocation, and hands anything unusual to the generic decoder, so its
-// results are always the generic decoder's (decode_test.go checks that,
-// with fuzz tests). The field numbers, the Go fields they fill and the
-// blocks come from internal/pblayout. The etcd backend decodes stored
-// resources with Resource; a Manager's cache decodes remote WatchList
-// streams with Codec.
+// allocation (for watch events) or the input (for stored resources), and
+// hands anything unusual to the generic decoder, so its results are always
+// the generic decoder's (decode_test.go checks that, with fuzz tests). The
+// field numbers, the Go fields they fill and the blocks come from
+// internal/pblayout. The etcd backend decodes stored resources with
+// Resource, and the many of a range read with RangeDecoder; a Manager's
+// cache decodes remote WatchList streams with Codec.
 package pbdecode
 
 import (
@@ -28,10 +29,12 @@ import (
 // decoder.
 const maxField = 7
 
-// Resource decodes an encoded Resource. Its strings are copied; its
-// Data.Value shares b, which must not change afterwards.
+// Resource decodes an encoded Resource. Its strings and its Data.Value
+// share b, which must not change afterwards: the resource keeps b alive,
+// no more than its own copies of the strings would weigh, and nothing is
+// copied.
 func Resource(b []byte) (*pbresource.Resource, error) {
-	r := fieldReader{s: string(b), buf: b}
+	r := fieldReader{s: unsafe.String(unsafe.SliceData(b), len(b)), buf: b}
 	if res, ok := fastResource(&r, nil); ok {
 		return res, nil
 	}
@@ -174,6 +177,7 @@ func fastResource(r *fieldReader, in *interner) (*pbresource.Resource, bool) {
 	strs := pblayout.ResourceStrings(res)
 	var seen uint8
 	for {
+		tag := r.pos
 		num, typ, more, bad := r.next()
 		if bad {
 			return nil, false
@@ -208,7 +212,14 @@ func fastResource(r *fieldReader, in *interner) (*pbresource.Resource, bool) {
 				ok = readSharedID(r, res.Owner, in)
 			}
 		case pblayout.ResourceMetadata:
-			ok = readMetadata(r, res)
+			if in != nil && r.fix == nil {
+				// Decoding a range (RangeDecoder): the resource shares
+				// the metadata map of an earlier one with the same
+				// entries.
+				ok = res.Metadata == nil && readSharedMetadata(r, res, in, tag)
+			} else {
+				ok = readMetadata(r, res)
+			}
 		case pblayout.ResourceStatus:
 			ok = readStatus(r, res, in)
 		case pblayout.ResourceData:
@@ -258,6 +269,10 @@ func readType(r *fieldReader, in *interner) (*pbresource.Type, bool) {
 		s := pblayout.TypeStrings(t)
 		return t, readStrings(r, s[:])
 	}
+	if r.fix == nil {
+		// A RangeDecoder's: the same encoding gives the same Type.
+		return internRaw(r, &in.rawTypes, typeFields[:], in.typ)
+	}
 	k, ok := readKey(r, typeFields[:])
 	if !ok {
 		return nil, false
@@ -272,6 +287,9 @@ func readTenancy(r *fieldReader, in *interner) (*pbresource.Tenancy, bool) {
 		t := new(pbresource.Tenancy)
 		s := pblayout.TenancyStrings(t)
 		return t, readStrings(r, s[:])
+	}
+	if r.fix == nil {
+		return internRaw(r, &in.rawTenancies, tenancyFields[:], in.tenancy)
 	}
 	k, ok := readKey(r, tenancyFields[:])
 	if !ok {
@@ -294,6 +312,11 @@ func readKey(parent *fieldReader, fields []*string) (key internKey, ok bool) {
 	if !ok {
 		return key, false
 	}
+	return readKeyFields(&r, fields)
+}
+
+// readKeyFields is readKey on the reader of the message itself.
+func readKeyFields(r *fieldReader, fields []*string) (key internKey, ok bool) {
 	var seen uint8
 	for {
 		num, wt, more, bad := r.next()

@@ -3,6 +3,7 @@ package pbdecode
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -124,6 +125,26 @@ func checkResource(t *testing.T, b []byte) bool {
 	return fast
 }
 
+// checkRange does what checkResource does for d's Resource. It reports
+// whether the fast path decoded b.
+func checkRange(t *testing.T, d *RangeDecoder, b []byte) bool {
+	t.Helper()
+	want := new(pbresource.Resource)
+	wantErr := proto.Unmarshal(b, want)
+	own := append([]byte(nil), b...) // d keeps it
+	got, err := d.Resource(own)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("RangeDecoder.Resource error %v, proto.Unmarshal error %v, input %x", err, wantErr, b)
+	}
+	if err == nil && !proto.Equal(want, got) {
+		t.Fatalf("RangeDecoder.Resource gave %v, proto.Unmarshal %v, input %x", got, want, b)
+	}
+	own = append([]byte(nil), b...)
+	r := fieldReader{s: string(own), buf: own}
+	_, fast := fastResource(&r, &d.in)
+	return fast
+}
+
 // checkWatchEvent does what checkResource does for a WatchEvent decoded by
 // d, and checks that the event keeps nothing of the bytes it was decoded
 // from.
@@ -161,6 +182,93 @@ func TestResourceMatchesProto(t *testing.T) {
 	}
 	if fast < 1500 {
 		t.Fatalf("only %d of 2000 resources took the fast path", fast)
+	}
+}
+
+func TestRangeDecoderMatchesProto(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var d RangeDecoder
+	fast := 0
+	for range 2000 {
+		res := randomResource(rnd)
+		if rnd.IntN(2) == 0 {
+			// Metadata that other resources have too.
+			res.Metadata = map[string]string{"a": "1", fmt.Sprint("k", rnd.IntN(3)): "v"}
+		}
+		b, err := marshalOptions.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if checkRange(t, &d, b) {
+			fast++
+		}
+		for _, c := range damaged(rnd, b) {
+			checkRange(t, &d, c)
+		}
+	}
+	if fast < 1500 {
+		t.Fatalf("only %d of 2000 resources took the fast path", fast)
+	}
+	if len(d.in.meta) == 0 {
+		t.Fatal("no metadata map was shared")
+	}
+}
+
+// TestRangeDecoderShares checks that a RangeDecoder's resources share equal
+// Types, Tenancies and metadata, and only those, and that metadata entries
+// apart from one another (not a stored encoding) decode right.
+func TestRangeDecoderShares(t *testing.T) {
+	var d RangeDecoder
+	decode := func(name, ns string, meta map[string]string) *pbresource.Resource {
+		t.Helper()
+		res := &pbresource.Resource{
+			Id:       &pbresource.ID{Name: name, Type: &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "K"}, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: ns}},
+			Metadata: meta,
+		}
+		b, err := marshalOptions.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.Resource(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, res) {
+			t.Fatalf("decoded %v, want %v", got, res)
+		}
+		return got
+	}
+	a := decode("a", "ns1", map[string]string{"k": "v", "l": "w"})
+	b := decode("b", "ns1", map[string]string{"k": "v", "l": "w"})
+	c := decode("c", "ns2", map[string]string{"k": "v"})
+	if a.Id.Type != b.Id.Type || a.Id.Type != c.Id.Type {
+		t.Error("equal Types are not shared")
+	}
+	if a.Id.Tenancy != b.Id.Tenancy || a.Id.Tenancy == c.Id.Tenancy {
+		t.Error("Tenancies are not shared exactly when equal")
+	}
+	if reflect.ValueOf(a.Metadata).UnsafePointer() != reflect.ValueOf(b.Metadata).UnsafePointer() {
+		t.Error("equal metadata is not shared")
+	}
+	if reflect.ValueOf(a.Metadata).UnsafePointer() == reflect.ValueOf(c.Metadata).UnsafePointer() {
+		t.Error("different metadata is shared")
+	}
+
+	// The entries of a, then a Generation, then another entry: one map of
+	// three entries, a's left as it was.
+	enc, err := marshalOptions.Marshal(&pbresource.Resource{Metadata: map[string]string{"k": "v", "l": "w"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := marshalOptions.Marshal(&pbresource.Resource{Generation: "g", Metadata: map[string]string{"m": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second time, a's map is found first
+		checkRange(t, &d, append(enc, more...))
+	}
+	if len(a.Metadata) != 2 {
+		t.Errorf("a shared map changed: %v", a.Metadata)
 	}
 }
 
@@ -294,6 +402,24 @@ func FuzzResource(f *testing.F) {
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0xff})            // bad UTF-8 in the Uid
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkResource(t, b)
+	})
+}
+
+func FuzzRangeDecoder(f *testing.F) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		b, err := marshalOptions.Marshal(randomResource(rnd))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x2a, 0x00, 0x2a, 0x00})                  // two empty map entries
+	f.Add([]byte{0x2a, 0x00, 0x22, 0x00, 0x2a, 0x00})      // map entries apart
+	f.Add([]byte{0x2a, 0x04, 0x0a, 0x01, 'k', 0x12, 0x2a}) // a short map entry after a good one
+	var d RangeDecoder
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRange(t, &d, b)
 	})
 }
 

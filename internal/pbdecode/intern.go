@@ -14,10 +14,45 @@ const maxInterned = 4096
 // interner hands out one Type message per distinct Type and one Tenancy
 // per distinct Tenancy, with its own copies of the strings. The messages it
 // returns are shared and must never change (cached resources are
-// immutable, see the resource package doc). The Decoder's lock guards it.
+// immutable, see the resource package doc). The Decoder's lock guards it;
+// a RangeDecoder's is its own goroutine's.
 type interner struct {
 	types     map[internKey]*pbresource.Type
 	tenancies map[internKey]*pbresource.Tenancy
+	// A RangeDecoder's also finds its Types and Tenancies by their
+	// encoding (see internRaw) and its metadata maps by the encoding of
+	// their entries (see readSharedMetadata). The keys are views of the
+	// input, which the decoded resources keep anyway.
+	rawTypes     map[string]*pbresource.Type
+	rawTenancies map[string]*pbresource.Tenancy
+	meta         map[string]map[string]string
+}
+
+// internRaw reads the message field of string fields (a Type or a
+// Tenancy: fields marks them) that r is at and returns the interned
+// message, found first by its encoding in *raw, then by its fields
+// through intern.
+func internRaw[M any](r *fieldReader, raw *map[string]*M, fields []*string, intern func(internKey) *M) (*M, bool) {
+	sub, ok := r.sub()
+	if !ok {
+		return nil, false
+	}
+	enc := sub.s[sub.base : sub.base+len(sub.buf)]
+	if m, ok := (*raw)[enc]; ok {
+		return m, true
+	}
+	k, ok := readKeyFields(&sub, fields)
+	if !ok {
+		return nil, false
+	}
+	m := intern(k)
+	if len(*raw) < maxInterned {
+		if *raw == nil {
+			*raw = make(map[string]*M)
+		}
+		(*raw)[enc] = m
+	}
+	return m, true
 }
 
 // internKey holds a Type's or a Tenancy's strings by field number.

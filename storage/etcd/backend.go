@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -134,6 +134,12 @@ type Backend struct {
 	// beforeWatch, when set (by tests), runs between the snapshot read of
 	// a WatchList and its placing in the change feed.
 	beforeWatch func(snapshotRev int64)
+
+	// pageSize is how many keys a request of readRange asks for
+	// (rangePageSize; tests make it small). afterPage, when set (by
+	// tests), runs after each page a paged readRange read at rev.
+	pageSize  int64
+	afterPage func(rev int64)
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -149,6 +155,7 @@ func New(client *clientv3.Client, opts ...Option) *Backend {
 		logBytes:  DefaultWatchLogBytes,
 		catchUps:  DefaultCatchUps,
 		logger:    hclog.NewNullLogger(),
+		pageSize:  rangePageSize,
 	}
 	for _, opt := range opts {
 		opt(b)
@@ -203,7 +210,19 @@ func encode(res *pbresource.Resource, uid string) (value []byte, idLen int, err 
 
 // decode returns the resource stored in kv, with its Version.
 func decode(kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
-	res, err := unmarshalResource(kv.Value)
+	return decodeWith(nil, kv)
+}
+
+// decodeWith is decode with the RangeDecoder of a read of many, if d is not
+// nil.
+func decodeWith(d *pbdecode.RangeDecoder, kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
+	var res *pbresource.Resource
+	var err error
+	if d != nil {
+		res, err = d.Resource(kv.Value)
+	} else {
+		res, err = unmarshalResource(kv.Value)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcd: decoding the resource stored under %q: %w", kv.Key, err)
 	}
@@ -710,9 +729,9 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 }
 
 // List returns the resources of resType in tenancy whose names start with
-// namePrefix, ordered by partition, namespace and name, from one range
-// read (see the key layout in keys.go). StrongConsistency is honoured
-// with a linearizable read.
+// namePrefix, ordered by partition, namespace and name, all as stored at
+// one etcd revision (see readRange and the key layout in keys.go).
+// StrongConsistency is honoured with a linearizable read.
 func (b *Backend) List(ctx context.Context, consistency storage.ReadConsistency, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string) ([]*pbresource.Resource, error) {
 	q, err := b.keys.query(resType, tenancy, namePrefix)
 	if err != nil {
@@ -721,55 +740,8 @@ func (b *Backend) List(ctx context.Context, consistency storage.ReadConsistency,
 	if q.empty {
 		return nil, nil
 	}
-	resp, err := b.get(ctx, consistency, q.rangePrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
-	}
-	return q.collect(resp.Kvs)
-}
-
-// collect decodes the kvs the query selects, in List's order.
-func (q *query) collect(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	if q.exact && q.partition != storage.Wildcard && q.namespace != storage.Wildcard {
-		// One tenancy: key order is name order.
-		return decodeAll(kvs)
-	}
-	type item struct {
-		tk  tenancyKey
-		res *pbresource.Resource
-	}
-	items := make([]item, 0, len(kvs))
-	selected := kvs[:0:0]
-	for _, kv := range kvs {
-		tk, ok := q.split(kv.Key)
-		if !ok || !q.matches(tk) {
-			continue
-		}
-		items = append(items, item{tk: tk})
-		selected = append(selected, kv)
-	}
-	decoded, err := decodeAll(selected)
-	if err != nil {
-		return nil, err
-	}
-	for i, res := range decoded {
-		items[i].res = res
-	}
-	// etcd orders keys bytewise, where "/" sorts after "-": namespace
-	// "a-b" comes before namespace "a". Restore (partition, namespace,
-	// name) order when that happened.
-	cmpItems := func(x, y item) int { return compareTenancyKeys(x.tk, y.tk) }
-	if !slices.IsSortedFunc(items, cmpItems) {
-		slices.SortFunc(items, cmpItems)
-	}
-	out := make([]*pbresource.Resource, len(items))
-	for i, it := range items {
-		out[i] = it.res
-	}
-	return out, nil
+	res, _, err := b.readRange(ctx, consistency, q)
+	return res, err
 }
 
 // parallelDecodeMin is the least number of values decodeAll spreads over
@@ -783,8 +755,9 @@ func decodeAll(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
 	out := make([]*pbresource.Resource, len(kvs))
 	workers := min(runtime.GOMAXPROCS(0), len(kvs)/parallelDecodeMin)
 	if workers <= 1 {
+		var d pbdecode.RangeDecoder
 		for i, kv := range kvs {
-			res, err := decode(kv)
+			res, err := decodeWith(&d, kv)
 			if err != nil {
 				return nil, err
 			}
@@ -797,8 +770,9 @@ func decodeAll(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
 	for start := 0; start < len(kvs); start += chunk {
 		end := min(start+chunk, len(kvs))
 		g.Go(func() error {
+			var d pbdecode.RangeDecoder
 			for i := start; i < end; i++ {
-				res, err := decode(kvs[i])
+				res, err := decodeWith(&d, kvs[i])
 				if err != nil {
 					return err
 				}

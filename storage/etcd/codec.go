@@ -13,8 +13,8 @@ import (
 // Resource (backend.go's marshalOptions), so data stored by any version
 // decodes.
 
-// unmarshalResource decodes a stored resource. The result's Data.Value
-// shares b; b must not change afterwards.
+// unmarshalResource decodes a stored resource. The result's strings and
+// Data.Value share b; b must not change afterwards.
 func unmarshalResource(b []byte) (*pbresource.Resource, error) {
 	return pbdecode.Resource(b)
 }

@@ -23,7 +23,9 @@
 // monotonic for each Backend, the Backend remembers the greatest revision
 // it has seen (in any response and in every event its watches handed out),
 // and an eventually consistent read answered at an older revision is
-// repeated as a linearizable read.
+// repeated as a linearizable read. A List of more than 5,000 keys is read
+// in pages at one revision, each decoded while the next is read (see
+// readRange).
 //
 // WatchList reads a snapshot at one revision and reads the changes from
 // the next on from the backend's change feed: one etcd watch over all its

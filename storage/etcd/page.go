@@ -45,15 +45,11 @@ func (b *Backend) ListPage(ctx context.Context, resType storage.UnversionedType,
 		if q.empty {
 			return storage.Page{Version: strconv.FormatInt(b.seen.Load(), 10)}, nil
 		}
-		resp, err := b.get(ctx, storage.EventualConsistency, q.rangePrefix, clientv3.WithPrefix())
+		res, rev, err := b.readRange(ctx, storage.EventualConsistency, q)
 		if err != nil {
 			return storage.Page{}, err
 		}
-		res, err := q.collect(resp.Kvs)
-		if err != nil {
-			return storage.Page{}, err
-		}
-		return storage.Page{Resources: res, Version: strconv.FormatInt(resp.Header.Revision, 10)}, nil
+		return storage.Page{Resources: res, Version: strconv.FormatInt(rev, 10)}, nil
 	}
 
 	start := q.rangePrefix
