@@ -117,7 +117,7 @@ func (rt Runtime) WriteStatus(ctx context.Context, res *pbresource.Resource, key
 		Id:     res.GetId(),
 		Key:    key,
 		Status: status,
-	})
+	}, resource.ResponseUnread())
 	if err != nil {
 		return false, err
 	}
