@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -67,8 +68,7 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 type statusMessages struct {
 	status    pbresource.Status // the status written, stamped
 	updatedAt timestamppb.Timestamp
-	name      pbresource.ID       // the name read (the request's ID without Uid)
-	res       pbresource.Resource // the resource written: the stored one with the status
+	name      pbresource.ID // the name read (the request's ID without Uid)
 	rsp       pbresource.WriteStatusResponse
 }
 
@@ -108,24 +108,37 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
 	}
+	if err := s.limits.checkStatusSize(stored, req.Key, &b.status); err != nil {
+		return nil, err
+	}
+	var out *pbresource.Resource
+	var err error
+	if sw, ok := s.backend.(storage.StatusWriter); ok {
+		out, err = sw.WriteStatusCAS(ctx, stored, req.Key, &b.status)
+	} else {
+		out, err = s.backend.WriteCAS(ctx, withStatus(stored, req.Key, &b.status))
+	}
+	if errors.Is(err, storage.ErrTooLarge) {
+		return nil, writeError(cas, withStatus(stored, req.Key, &b.status), "status", err)
+	}
+	if err != nil {
+		return nil, casError(cas, err)
+	}
+	return out, nil
+}
+
+// withStatus returns a shallow copy of stored with st under key: the
+// resource a status write stores. The shared parts are only read, and the
+// backend copies what it stores.
+func withStatus(stored *pbresource.Resource, key string, st *pbresource.Status) *pbresource.Resource {
 	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
-	statuses[req.Key] = &b.status
-	// A shallow copy: the shared parts are only read, and the backend
-	// copies what it stores. Every field is set, so what an earlier attempt
-	// left in b.res does not matter.
-	res := &b.res
-	res.Id, res.Owner, res.Data = stored.Id, stored.Owner, stored.Data
-	res.Version, res.Generation = stored.Version, stored.Generation
-	res.Metadata, res.Status = stored.Metadata, statuses
-	if err := s.limits.checkSize(res, stored, "status"); err != nil {
-		return nil, err
+	statuses[key] = st
+	return &pbresource.Resource{
+		Id: stored.Id, Owner: stored.Owner, Data: stored.Data,
+		Version: stored.Version, Generation: stored.Generation,
+		Metadata: stored.Metadata, Status: statuses,
 	}
-	out, err := s.backend.WriteCAS(ctx, res)
-	if err != nil {
-		return nil, writeError(cas, res, "status", err)
-	}
-	return out, nil
 }

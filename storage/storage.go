@@ -397,3 +397,17 @@ type PagedLister interface {
 	// issued ErrFutureVersion, one that is not a version ErrInvalidVersion.
 	ListPage(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, req PageRequest) (Page, error)
 }
+
+// StatusWriter is a Backend that writes one status of a stored resource
+// without the caller building the new resource. The server uses it for
+// WriteStatus when the backend implements it, and WriteCAS otherwise.
+type StatusWriter interface {
+	// WriteStatusCAS stores stored with its status under key set to a copy
+	// of status, if stored is still what the backend stores under its name:
+	// the message itself, as Read, List, WriteCAS or a watch event returned
+	// it (not a copy). Otherwise it returns ErrCASFailure. On success it
+	// returns the new stored resource, as WriteCAS does; it shares with
+	// stored every part but the status map and the new status. A backend
+	// that fences (see Fence) checks the fence as WriteCAS does.
+	WriteStatusCAS(ctx context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error)
+}

@@ -160,6 +160,7 @@ var (
 	_ storage.Backend          = (*Backend)(nil)
 	_ storage.ResumableBackend = (*Backend)(nil)
 	_ storage.PagedLister      = (*Backend)(nil)
+	_ storage.StatusWriter     = (*Backend)(nil)
 )
 
 // New returns an empty Backend ready for use.
@@ -294,6 +295,56 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 
 	b.store(ti, typ, key, e, stored, size)
 	return stored, nil
+}
+
+// WriteStatusCAS stores stored with a copy of status under key
+// (storage.StatusWriter), if stored is the resource stored under its name;
+// otherwise storage.ErrCASFailure. The new stored resource shares every
+// part of stored but the status map and the new status, and is returned; it
+// is shared and must not be modified.
+func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error) {
+	if stored.GetId().GetType() == nil {
+		return nil, errInvalidID
+	}
+	typ := storage.UnversionedTypeFrom(stored.Id.Type)
+	k := keyOf(stored.Id)
+
+	// Built outside the lock, like WriteCAS's copy; it is thrown away if
+	// stored is no longer current.
+	res := withStatus(stored, key, status)
+	size := sizeOf(res)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ti := b.types[typ]
+	var e *entry
+	if ti != nil {
+		e = ti.byKey[k]
+	}
+	if e == nil || e.res != stored {
+		return nil, storage.ErrCASFailure
+	}
+	b.store(ti, typ, k, e, res, size)
+	return res, nil
+}
+
+// withStatus returns a resource like stored, sharing its parts, with a new
+// status map holding stored's statuses and a copy of status under key.
+func withStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
+	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
+	for k, v := range stored.Status {
+		statuses[k] = v
+	}
+	statuses[key] = resource.CloneStatus(status)
+	return &pbresource.Resource{
+		Id:         stored.Id,
+		Owner:      stored.Owner,
+		Version:    stored.Version,
+		Generation: stored.Generation,
+		Metadata:   stored.Metadata,
+		Status:     statuses,
+		Data:       stored.Data,
+	}
 }
 
 // current returns the resource stored under key, or nil.
