@@ -225,3 +225,33 @@ func TestCloneSharingSharesOnlyWhatPrevHolds(t *testing.T) {
 	fresh.Metadata["x"] = "scribbled"
 	require.NotContains(t, c.Metadata, "x")
 }
+
+func TestCloneSharingIDTakesTypeAndTenancyOfLike(t *testing.T) {
+	filled := func() *pbresource.Resource {
+		res := &pbresource.Resource{}
+		fill(res.ProtoReflect(), 0)
+		return res
+	}
+	like := resource.CloneID(filled().Id)
+	for name, prev := range map[string]*pbresource.Resource{"no prev": nil, "unrelated prev": filled()} {
+		res := filled()
+		out := resource.CloneSharingID(res, prev, like)
+		require.True(t, proto.Equal(res, out), name)
+		require.Same(t, like.Type, out.Id.Type, name)
+		require.Same(t, like.Tenancy, out.Id.Tenancy, name)
+		require.NotSame(t, res.Id, out.Id, name)
+		require.NotSame(t, res.Data, out.Data, name)
+		res.Id.Name, res.Data.Value[0] = "scribbled", 'Z'
+		require.NotEqual(t, "scribbled", out.Id.Name, name)
+		require.NotEqual(t, byte('Z'), out.Data.Value[0], name)
+
+		// A like of another type or tenancy is not shared.
+		other := resource.CloneID(like)
+		other.Type.GroupVersion, other.Tenancy.Namespace = "v9", "elsewhere"
+		out = resource.CloneSharingID(filled(), prev, other)
+		require.True(t, proto.Equal(filled(), out), name)
+		require.NotSame(t, other.Type, out.Id.Type, name)
+		require.NotSame(t, other.Tenancy, out.Id.Tenancy, name)
+	}
+	require.Nil(t, resource.CloneSharingID(nil, nil, like))
+}

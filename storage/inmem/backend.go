@@ -12,7 +12,11 @@
 // the ownership rule (see the resource package doc), what a Backend returns
 // is read-only. A write copies its input once and stores that copy, sharing
 // what the input took over unchanged from the resource it replaces
-// (resource.CloneSharing): a status write copies the new status only.
+// (resource.CloneSharing): a status write copies the new status only, and
+// WriteStatusCAS (storage.StatusWriter) builds it from the stored resource
+// without a copy of the rest. A new resource's ID shares its Type and
+// Tenancy with the latest resource of its type stored, when they are equal
+// (resource.CloneSharingID).
 //
 // Resources are indexed by type (Group and Kind), then by partition,
 // namespace and name. Each type keeps its keys in a sorted slice for List;
@@ -266,7 +270,8 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	// keeps the ID, data, metadata and other statuses) is immutable and
 	// shared, not copied; a stored resource that changed meanwhile only
 	// makes the copy share less, and the version check below refuses it.
-	stored := resource.CloneSharing(res, b.current(typ, key))
+	prev, like := b.current(typ, key)
+	stored := resource.CloneSharingID(res, prev, like)
 	size := sizeOf(stored)
 
 	b.mu.Lock()
@@ -347,16 +352,18 @@ func withStatus(stored *pbresource.Resource, key string, status *pbresource.Stat
 	}
 }
 
-// current returns the resource stored under key, or nil.
-func (b *Backend) current(typ storage.UnversionedType, key rkey) *pbresource.Resource {
+// current returns the resource stored under key, or nil, and the ID of
+// the type's latest write (see typeIndex.like), or nil.
+func (b *Backend) current(typ storage.UnversionedType, key rkey) (res *pbresource.Resource, like *pbresource.ID) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if ti := b.types[typ]; ti != nil {
 		if e := ti.byKey[key]; e != nil {
-			return e.res
+			res = e.res
 		}
+		like = ti.like
 	}
-	return nil
+	return res, like
 }
 
 // exists reports whether a resource is stored under id, with id.Uid if that
@@ -376,6 +383,7 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
+	ti.like = stored.Id
 
 	var prev *pbresource.Resource
 	if e == nil {

@@ -23,6 +23,11 @@ type typeIndex struct {
 	// removed counts entries marked removed that are still in sorted or
 	// pending.
 	removed int
+	// like is the ID of the latest resource stored: a new resource's copy
+	// shares its Type and Tenancy when they are equal
+	// (resource.CloneSharingID), so resources of one type and tenancy
+	// written in a row keep one Type and one Tenancy between them.
+	like *pbresource.ID
 }
 
 // compactThreshold is the least number of removed entries that makes a
