@@ -408,7 +408,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
-	b.publish(typ, key, stored, prev, size, false)
+	b.publish(typ, stored, prev, size, false)
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -477,7 +477,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(typ, key, e.res, e.res, e.size, true)
+	b.publish(typ, e.res, e.res, e.size, true)
 	return nil
 }
 
@@ -589,13 +589,13 @@ func (f *filter) matches(k rkey) bool {
 // publish appends the change at the current revision to the event log and
 // wakes the watches of typ. The caller holds mu exclusively. One event is
 // allocated and shared by all watches.
-func (b *Backend) publish(typ storage.UnversionedType, key rkey, res, prev *pbresource.Resource, size int64, deleted bool) {
+func (b *Backend) publish(typ storage.UnversionedType, res, prev *pbresource.Resource, size int64, deleted bool) {
 	f := b.feeds[typ]
 	if f == nil {
-		f = new(feed)
+		f = &feed{typ: typ}
 		b.feeds[typ] = f
 	}
-	e := newEntry(b.revision, typ, f, key, res, prev, size, deleted)
+	e := newEntry(b.revision, f, res, prev, size, deleted)
 	b.log.append(e)
 	f.wake()
 	if e.rev%reapEvery == 0 && b.reaping.CompareAndSwap(false, true) {
