@@ -238,7 +238,7 @@ func (b *Backend) Read(_ context.Context, _ storage.ReadConsistency, id *pbresou
 	b.mu.RLock()
 	var res *pbresource.Resource
 	if ti := b.types[storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}]; ti != nil {
-		if e := ti.byKey[keyOf(id)]; e != nil {
+		if e := ti.byKey.get(keyOf(id)); e != nil {
 			res = e.res
 		}
 	}
@@ -280,7 +280,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	ti := b.types[typ]
 	var e *entry
 	if ti != nil {
-		e = ti.byKey[key]
+		e = ti.byKey.get(key)
 	}
 	if err := checkWrite(e, stored); err != nil {
 		return nil, err
@@ -324,7 +324,7 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 	ti := b.types[typ]
 	var e *entry
 	if ti != nil {
-		e = ti.byKey[k]
+		e = ti.byKey.get(k)
 	}
 	if e == nil || e.res != stored {
 		return nil, storage.ErrCASFailure
@@ -358,7 +358,7 @@ func (b *Backend) current(typ storage.UnversionedType, key rkey) (res *pbresourc
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if ti := b.types[typ]; ti != nil {
-		if e := ti.byKey[key]; e != nil {
+		if e := ti.byKey.get(key); e != nil {
 			res = e.res
 		}
 		like = ti.like
@@ -373,7 +373,7 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 	if ti == nil {
 		return false
 	}
-	e := ti.byKey[keyOf(id)]
+	e := ti.byKey.get(keyOf(id))
 	return e != nil && (id.Uid == "" || id.Uid == e.res.Id.GetUid())
 }
 
@@ -449,7 +449,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 
 	var e *entry
 	if ti := b.types[typ]; ti != nil {
-		e = ti.byKey[key]
+		e = ti.byKey.get(key)
 	}
 	if e == nil || (id.Uid != "" && id.Uid != e.res.Id.GetUid()) {
 		if do.MustExist {
@@ -490,7 +490,7 @@ func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	if ti == nil {
 		ti = newTypeIndex()
 		b.types[typ] = ti
-	} else if ti.byKey[key] != nil {
+	} else if ti.byKey.get(key) != nil {
 		return
 	}
 	b.store(ti, typ, key, nil, tomb, sizeOf(tomb))

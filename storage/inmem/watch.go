@@ -74,7 +74,7 @@ func (b *Backend) WatchListSince(_ context.Context, resType storage.UnversionedT
 	} else {
 		w.lastRev = b.revision
 		if ti := b.types[resType]; ti != nil {
-			for _, e := range ti.byKey {
+			for e := range ti.byKey.all {
 				if w.filter.matches(e.key) {
 					w.snapshot = append(w.snapshot, e.res)
 				}
