@@ -45,3 +45,24 @@ func TestKeyMap(t *testing.T) {
 		break // all stops when asked
 	}
 }
+
+// TestKeyMapLastTenancy checks the tenancy kept aside through writes and
+// deletes in several tenancies.
+func TestKeyMapLastTenancy(t *testing.T) {
+	m := newKeyMap()
+	a, b := rkey{"p", "a", "x"}, rkey{"p", "b", "x"}
+	ea, eb := &entry{key: a}, &entry{key: b}
+	m.set(a, ea)
+	m.set(b, eb)
+	require.Same(t, ea, m.get(a))
+	require.Same(t, eb, m.get(b))
+	m.delete(b) // the last tenancy emptied
+	require.Nil(t, m.get(b))
+	require.Same(t, ea, m.get(a))
+	m.set(b, eb)
+	m.delete(a)
+	require.Nil(t, m.get(a))
+	require.Same(t, eb, m.get(b))
+	m.set(a, ea)
+	require.Same(t, ea, m.get(a))
+}
