@@ -104,10 +104,14 @@ func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, o
 	if err != nil {
 		return nil, err
 	}
+	// out is the call's own (the server keeps no response), but its
+	// resource is the stored one.
 	if resource.IsResponseUnread(opts) {
-		return &pbresource.WriteResponse{}, nil
+		out.Resource = nil
+	} else {
+		out.Resource = resource.Clone(out.Resource)
 	}
-	return &pbresource.WriteResponse{Resource: resource.Clone(out.Resource)}, nil
+	return out, nil
 }
 
 // WriteStatus returns a copy of the written resource, or none with
@@ -117,10 +121,13 @@ func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStat
 	if err != nil {
 		return nil, err
 	}
+	// As in Write: out is the call's own, its resource the stored one.
 	if resource.IsResponseUnread(opts) {
-		return &pbresource.WriteStatusResponse{}, nil
+		out.Resource = nil
+	} else {
+		out.Resource = resource.Clone(out.Resource)
 	}
-	return &pbresource.WriteStatusResponse{Resource: resource.Clone(out.Resource)}, nil
+	return out, nil
 }
 
 func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ ...grpc.CallOption) (*pbresource.ListResponse, error) {

@@ -107,14 +107,19 @@ func (s *Server) write(ctx context.Context, b *writeMessages, data proto.Message
 	return out, err
 }
 
-// readStored reads the resource stored under id in whatever GroupVersion it
-// is stored. It returns nil, nil when there is none.
+// readStored reads the resource stored under id's name in whatever
+// GroupVersion, and with whatever Uid, it is stored. It returns nil, nil
+// when there is none. A Uid in id only saves a copy of id: the backend is
+// asked with it first, and without it only when nothing has it.
 func (s *Server) readStored(ctx context.Context, consistency storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
 	res, err := s.backend.Read(ctx, consistency, id)
 	if err == nil {
 		return res, nil
 	}
 	if errors.Is(err, storage.ErrNotFound) {
+		if id.Uid != "" {
+			return s.readStored(ctx, consistency, withUid(id, ""))
+		}
 		return nil, nil
 	}
 	if stored := mismatchedStored(err); stored != nil {

@@ -51,7 +51,7 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	b.status.UpdatedAt = &b.updatedAt
 
 	var out *pbresource.Resource
-	err = s.readModifyWrite(ctx, withUidIn(id, "", &b.name), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+	err = s.readModifyWrite(ctx, id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, b, stored, consistency)
 		return err
 	})
@@ -68,7 +68,6 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 type statusMessages struct {
 	status    pbresource.Status // the status written, stamped
 	updatedAt timestamppb.Timestamp
-	name      pbresource.ID // the name read (the request's ID without Uid)
 	rsp       pbresource.WriteStatusResponse
 }
 
