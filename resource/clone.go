@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"reflect"
+	"time"
 
 	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -188,18 +189,45 @@ func CloneStatus(s *pbresource.Status) *pbresource.Status {
 	}
 	b := new(statusBlock)
 	out := b.copy(s)
-	if s.Conditions != nil {
-		// The conditions in one array, their pointers in another.
-		conds := make([]pbresource.Condition, len(s.Conditions))
-		out.Conditions = make([]*pbresource.Condition, len(s.Conditions))
-		for i, c := range s.Conditions {
-			if c != nil {
-				copyCondition(&conds[i], c)
-				out.Conditions[i] = &conds[i]
-			}
+	copyConditions(out, s)
+	return out
+}
+
+// CloneStatusAt returns a deep copy of s with UpdatedAt set to t, made
+// with one allocation for a status of one condition, like CloneStatus.
+func CloneStatusAt(s *pbresource.Status, t time.Time) *pbresource.Status {
+	if s == nil {
+		return nil
+	}
+	var b *statusBlock
+	var out *pbresource.Status
+	if len(s.Conditions) == 1 {
+		b1 := new(statusBlock1)
+		out, b = b1.copy(s), &b1.statusBlock
+	} else {
+		b = new(statusBlock)
+		out = b.copy(s)
+		copyConditions(out, s)
+	}
+	b.ts.Seconds, b.ts.Nanos = t.Unix(), int32(t.Nanosecond())
+	out.UpdatedAt = &b.ts
+	return out
+}
+
+// copyConditions makes out's conditions deep copies of s's: the conditions
+// in one array, their pointers in another.
+func copyConditions(out, s *pbresource.Status) {
+	if s.Conditions == nil {
+		return
+	}
+	conds := make([]pbresource.Condition, len(s.Conditions))
+	out.Conditions = make([]*pbresource.Condition, len(s.Conditions))
+	for i, c := range s.Conditions {
+		if c != nil {
+			copyCondition(&conds[i], c)
+			out.Conditions[i] = &conds[i]
 		}
 	}
-	return out
 }
 
 // copy makes the block's status a copy of s, but for the conditions, and

@@ -2,6 +2,7 @@ package resource_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // fill sets every field of m (recursively) to a non-zero value, so a field
@@ -130,9 +132,24 @@ func TestCloneStatusShapes(t *testing.T) {
 		"nil":       nil,
 		"third one": filled(cond("f")),
 	}
+	at := time.Unix(1700000000, 123456789)
 	for k, st := range statuses {
 		got := resource.CloneStatus(st)
 		require.True(t, proto.Equal(st, got), "CloneStatus(%s) = %v", k, got)
+
+		// CloneStatusAt: the same, stamped, sharing nothing with st.
+		stamped := resource.CloneStatusAt(st, at)
+		if st == nil {
+			require.Nil(t, stamped)
+			continue
+		}
+		want := proto.Clone(st).(*pbresource.Status)
+		want.UpdatedAt = timestamppb.New(at)
+		require.True(t, proto.Equal(want, stamped), "CloneStatusAt(%s) = %v", k, stamped)
+		require.NotSame(t, st.UpdatedAt, stamped.UpdatedAt)
+		if len(st.Conditions) > 0 && st.Conditions[0] != nil {
+			require.NotSame(t, st.Conditions[0], stamped.Conditions[0])
+		}
 	}
 	res := &pbresource.Resource{Status: statuses}
 	got := resource.Clone(res)

@@ -402,12 +402,17 @@ type PagedLister interface {
 // without the caller building the new resource. The server uses it for
 // WriteStatus when the backend implements it, and WriteCAS otherwise.
 type StatusWriter interface {
-	// WriteStatusCAS stores stored with its status under key set to a copy
-	// of status, if stored is still what the backend stores under its name:
+	// WriteStatusCAS stores stored with its status under key set to
+	// status, if stored is still what the backend stores under its name:
 	// the message itself, as Read, List, WriteCAS or a watch event returned
 	// it (not a copy). Otherwise it returns ErrCASFailure. On success it
 	// returns the new stored resource, as WriteCAS does; it shares with
-	// stored every part but the status map and the new status. A backend
-	// that fences (see Fence) checks the fence as WriteCAS does.
+	// stored every part but the status map. A backend that fences (see
+	// Fence) checks the fence as WriteCAS does.
+	//
+	// Unlike WriteCAS, it does not copy its input: status is handed over.
+	// It must be the caller's own (a deep copy it made, sharing nothing
+	// with a request), and once a call succeeds it is stored, so the caller
+	// never changes it again.
 	WriteStatusCAS(ctx context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error)
 }

@@ -14,7 +14,7 @@
 // what the input took over unchanged from the resource it replaces
 // (resource.CloneSharing): a status write copies the new status only, and
 // WriteStatusCAS (storage.StatusWriter) builds it from the stored resource
-// without a copy of the rest. A new resource's ID shares its Type and
+// and the status it is handed, copying neither. A new resource's ID shares its Type and
 // Tenancy with the latest resource of its type stored, when they are equal
 // (resource.CloneSharingID).
 //
@@ -302,11 +302,11 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	return stored, nil
 }
 
-// WriteStatusCAS stores stored with a copy of status under key
+// WriteStatusCAS stores stored with status, which it takes over, under key
 // (storage.StatusWriter), if stored is the resource stored under its name;
 // otherwise storage.ErrCASFailure. The new stored resource shares every
-// part of stored but the status map and the new status, and is returned; it
-// is shared and must not be modified.
+// part of stored but the status map, and is returned; it is shared and
+// must not be modified.
 func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error) {
 	if stored.GetId().GetType() == nil {
 		return nil, errInvalidID
@@ -334,13 +334,13 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 }
 
 // withStatus returns a resource like stored, sharing its parts, with a new
-// status map holding stored's statuses and a copy of status under key.
+// status map holding stored's statuses and status under key.
 func withStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
 	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
-	statuses[key] = resource.CloneStatus(status)
+	statuses[key] = status
 	return &pbresource.Resource{
 		Id:         stored.Id,
 		Owner:      stored.Owner,
