@@ -175,8 +175,9 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 	}
 
 	res := in.res
-	res.Id = withUidIn(res.Id, resource.NewULID(), in.idBuf)
-	res.Generation = resource.NewULID()
+	uid, gen := resource.NewULIDPair()
+	res.Id = withUidIn(res.Id, uid, in.idBuf)
+	res.Generation = gen
 	res.Version = ""
 	res.Status = nil
 	res.Owner = in.owner

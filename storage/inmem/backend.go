@@ -270,7 +270,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	// keeps the ID, data, metadata and other statuses) is immutable and
 	// shared, not copied; a stored resource that changed meanwhile only
 	// makes the copy share less, and the version check below refuses it.
-	prev, like := b.current(typ, key)
+	prev, like := b.current(typ, key, res.Version != "")
 	stored := resource.CloneSharingID(res, prev, like)
 	size := sizeOf(stored)
 
@@ -352,14 +352,17 @@ func withStatus(stored *pbresource.Resource, key string, status *pbresource.Stat
 	}
 }
 
-// current returns the resource stored under key, or nil, and the ID of
-// the type's latest write (see typeIndex.like), or nil.
-func (b *Backend) current(typ storage.UnversionedType, key rkey) (res *pbresource.Resource, like *pbresource.ID) {
+// current returns the resource stored under key (if update, else nil: a
+// create replaces nothing, or fails), or nil, and the ID of the type's
+// latest write (see typeIndex.like), or nil.
+func (b *Backend) current(typ storage.UnversionedType, key rkey, update bool) (res *pbresource.Resource, like *pbresource.ID) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if ti := b.types[typ]; ti != nil {
-		if e := ti.byKey.get(key); e != nil {
-			res = e.res
+		if update {
+			if e := ti.byKey.get(key); e != nil {
+				res = e.res
+			}
 		}
 		like = ti.like
 	}
