@@ -148,6 +148,10 @@ type Backend struct {
 	revision uint64
 
 	types map[storage.UnversionedType]*typeIndex
+	// lastType and lastTI are the type last written to and its index
+	// (typeIndexOf), set under mu exclusively; types are never removed.
+	lastType storage.UnversionedType
+	lastTI   *typeIndex
 
 	// owned maps an owner (with Uid) to the entries it owns.
 	owned map[ownerKey]map[*entry]struct{}
@@ -237,7 +241,7 @@ func (b *Backend) Read(_ context.Context, _ storage.ReadConsistency, id *pbresou
 	}
 	b.mu.RLock()
 	var res *pbresource.Resource
-	if ti := b.types[storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}]; ti != nil {
+	if ti := b.typeIndexOf(storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}); ti != nil {
 		if e := ti.byKey.get(keyOf(id)); e != nil {
 			res = e.res
 		}
@@ -277,7 +281,7 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
-	ti := b.types[typ]
+	ti := b.typeIndexOf(typ)
 	var e *entry
 	if ti != nil {
 		e = ti.byKey.get(key)
@@ -321,7 +325,7 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ti := b.types[typ]
+	ti := b.typeIndexOf(typ)
 	var e *entry
 	if ti != nil {
 		e = ti.byKey.get(k)
@@ -352,13 +356,22 @@ func withStatus(stored *pbresource.Resource, key string, status *pbresource.Stat
 	}
 }
 
+// typeIndexOf returns typ's index, or nil. The caller holds mu, shared or
+// exclusively.
+func (b *Backend) typeIndexOf(typ storage.UnversionedType) *typeIndex {
+	if b.lastTI != nil && typ == b.lastType {
+		return b.lastTI
+	}
+	return b.types[typ]
+}
+
 // current returns the resource stored under key (if update, else nil: a
 // create replaces nothing, or fails), or nil, and the ID of the type's
 // latest write (see typeIndex.like), or nil.
 func (b *Backend) current(typ storage.UnversionedType, key rkey, update bool) (res *pbresource.Resource, like *pbresource.ID) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if ti := b.types[typ]; ti != nil {
+	if ti := b.typeIndexOf(typ); ti != nil {
 		if update {
 			if e := ti.byKey.get(key); e != nil {
 				res = e.res
@@ -387,6 +400,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 	ti.like = stored.Id
+	b.lastType, b.lastTI = typ, ti
 
 	var prev *pbresource.Resource
 	if e == nil {
@@ -411,7 +425,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
-	b.publish(typ, stored, prev, size, false)
+	b.publish(ti, typ, stored, prev, size, false)
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -480,7 +494,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(typ, e.res, e.res, e.size, true)
+	b.publish(ti, typ, e.res, e.res, e.size, true)
 	return nil
 }
 
@@ -592,11 +606,16 @@ func (f *filter) matches(k rkey) bool {
 // publish appends the change at the current revision to the event log and
 // wakes the watches of typ. The caller holds mu exclusively. One event is
 // allocated and shared by all watches.
-func (b *Backend) publish(typ storage.UnversionedType, res, prev *pbresource.Resource, size int64, deleted bool) {
-	f := b.feeds[typ]
+func (b *Backend) publish(ti *typeIndex, typ storage.UnversionedType, res, prev *pbresource.Resource, size int64, deleted bool) {
+	f := ti.feed
 	if f == nil {
-		f = &feed{typ: typ}
-		b.feeds[typ] = f
+		// The type's first change: its feed may exist already, made by a
+		// WatchList of the type.
+		if f = b.feeds[typ]; f == nil {
+			f = &feed{typ: typ}
+			b.feeds[typ] = f
+		}
+		ti.feed = f
 	}
 	e := newEntry(b.revision, f, res, prev, size, deleted)
 	b.log.append(e)

@@ -28,6 +28,8 @@ type typeIndex struct {
 	// (resource.CloneSharingID), so resources of one type and tenancy
 	// written in a row keep one Type and one Tenancy between them.
 	like *pbresource.ID
+	// feed is the type's feed, once it had a change (see publish).
+	feed *feed
 }
 
 // compactThreshold is the least number of removed entries that makes a
