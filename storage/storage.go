@@ -11,7 +11,9 @@
 // or changes a message the caller passed in (it copies what it stores), and
 // what it returns (from Read, List, WriteCAS and watch events) is the
 // stored message itself, shared with the backend and every other caller.
-// This keeps reads and watch fan-out free of copies.
+// This keeps reads and watch fan-out free of copies. The one exception is
+// the status handed to StatusWriter.WriteStatusCAS, which its caller makes
+// for the purpose and hands over.
 //
 // # Uids
 //
