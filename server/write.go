@@ -53,9 +53,9 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 // the response points at the stored resource (or, when a write finishes a
 // deletion, at res).
 //
-// The name read (res.Id without its Uid) is not among them: most writes
-// give no Uid, so it rarely takes a copy, and without it the struct takes
-// the 256-byte size class instead of 352.
+// The name read is res.Id itself (see readStored), so no copy of it
+// without its Uid is among them, and the struct takes the 256-byte size
+// class instead of 352.
 type writeMessages struct {
 	res pbresource.Resource // the server's copy of the request's resource (see prepare)
 	id  pbresource.ID       // res.Id with the Uid the write gives it, when that takes a copy
@@ -96,7 +96,7 @@ func (s *Server) write(ctx context.Context, b *writeMessages, data proto.Message
 		meta:     res.Metadata,
 	}
 	var out *pbresource.Resource
-	err := s.readModifyWrite(ctx, withUidIn(res.Id, "", nil), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		if stored == nil {
 			out, err = s.create(ctx, in, consistency)
 		} else {
