@@ -14,9 +14,9 @@
 // what the input took over unchanged from the resource it replaces
 // (resource.CloneSharing): a status write copies the new status only, and
 // WriteStatusCAS (storage.StatusWriter) builds it from the stored resource
-// and the status it is handed, copying neither. A new resource's ID shares its Type and
-// Tenancy with the latest resource of its type stored, when they are equal
-// (resource.CloneSharingID).
+// and the status it is handed, copying neither. A new resource's ID shares
+// its Type and Tenancy with the latest resource of its type stored, when
+// they are equal (resource.CloneSharingID).
 //
 // Resources are indexed by type (Group and Kind), then by partition,
 // namespace and name. Each type keeps its keys in a sorted slice for List;
