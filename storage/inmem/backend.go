@@ -223,11 +223,13 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 
 // entry is one stored name for the lifetime of a resource: it is created by
 // the write that creates the resource and marked removed by its deletion.
+//
+// It does not keep sizeOf(res) (a deletion recomputes it), so that it
+// takes the 64-byte size class instead of 80.
 type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
 	res     *pbresource.Resource
-	size    int64 // sizeOf(res), for the event log's byte bound
 	removed bool
 }
 
@@ -404,7 +406,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 
 	var prev *pbresource.Resource
 	if e == nil {
-		e = &entry{key: key, res: stored, size: size}
+		e = &entry{key: key, res: stored}
 		ti.insert(e)
 		if stored.Owner != nil {
 			b.addOwned(ownerKeyOf(stored.Owner), e)
@@ -412,7 +414,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 	} else {
 		old := e.res
 		prev = old
-		e.res, e.size = stored, size
+		e.res = stored
 		if old.Owner != nil || stored.Owner != nil {
 			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
 				if old.Owner != nil {
@@ -494,7 +496,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(ti, typ, e.res, e.res, e.size, true)
+	b.publish(ti, typ, e.res, e.res, sizeOf(e.res), true)
 	return nil
 }
 
