@@ -113,6 +113,14 @@ type Cache struct {
 	types   atomic.Pointer[map[typeKey]*typeCache]
 	queries map[string]Query
 
+	// lastType is the Type of a resource Upsert stored and its typeCache
+	// (typeCaches are never replaced), replaced when Upsert stores one of
+	// another type. A stored resource's Type is immutable, and a backend
+	// may share one Type message among the resources of a type
+	// (storage/inmem does), so a read by an ID the cache handed out often
+	// finds its typeCache by comparing a pointer instead of a map lookup.
+	lastType atomic.Pointer[typeHit]
+
 	// onIndexError is told about index functions that fail; it is set
 	// before use and never changed.
 	onIndexError func(index string, res *pbresource.Resource, err error)
@@ -237,7 +245,16 @@ func (c *Cache) HasIndex(typ *pbresource.Type, name string) bool {
 	return ok
 }
 
+// typeHit is a Type known immutable and its typeCache (Cache.lastType).
+type typeHit struct {
+	typ *pbresource.Type
+	tc  *typeCache
+}
+
 func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
+	if h := c.lastType.Load(); h != nil && h.typ == typ && typ != nil {
+		return h.tc, nil
+	}
 	tc, ok := (*c.types.Load())[typeKeyOf(typ)]
 	if !ok {
 		return nil, fmt.Errorf("the cache does not hold type %s: watch it (controller.WithWatch) to read it from the cache", resource.TypeString(typ))
@@ -250,9 +267,13 @@ func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
 // resource it replaced, if any. An index
 // function's error leaves res out of that index (see OnIndexError).
 func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err error) {
-	tc, err := c.typeCache(res.GetId().GetType())
+	typ := res.GetId().GetType()
+	tc, err := c.typeCache(typ)
 	if err != nil {
 		return nil, err
+	}
+	if h := c.lastType.Load(); h == nil || h.tc != tc {
+		c.lastType.Store(&typeHit{typ: typ, tc: tc})
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()

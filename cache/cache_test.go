@@ -535,3 +535,28 @@ func TestSameNameInTenancies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a2", got.Version)
 }
+
+// TestSharedTypeMessages: reads find the right type whether the ID's Type
+// is a stored resource's own message (shared by several resources, as
+// storage/inmem stores them) or another one, across types written in turn.
+func TestSharedTypeMessages(t *testing.T) {
+	c := newCache(t)
+	artist := &pbresource.Type{Group: artistType.Group, GroupVersion: artistType.GroupVersion, Kind: artistType.Kind}
+	album := &pbresource.Type{Group: albumType.Group, GroupVersion: albumType.GroupVersion, Kind: albumType.Kind}
+	for i, name := range []string{"a", "b", "c"} {
+		_, err := c.Upsert(res(artist, name, fmt.Sprint(i), nil, nil))
+		require.NoError(t, err)
+		_, err = c.Upsert(res(album, name, fmt.Sprint(i), nil, nil))
+		require.NoError(t, err)
+	}
+	for _, typ := range []*pbresource.Type{artist, album, artistType, albumType} {
+		for _, name := range []string{"a", "b", "c"} {
+			got, err := c.GetByID(id(typ, name))
+			require.NoError(t, err)
+			require.NotNil(t, got, "%s %s", typ.Kind, name)
+			require.Equal(t, typ.Kind, got.Id.Type.Kind)
+		}
+	}
+	_, err := c.GetByID(id(&pbresource.Type{Group: "music", GroupVersion: "v1", Kind: "Song"}, "a"))
+	require.Error(t, err)
+}

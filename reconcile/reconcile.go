@@ -15,6 +15,7 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"google.golang.org/grpc"
 )
 
 // Runtime is what a reconciler, initializer or mapper works with.
@@ -100,6 +101,11 @@ func RequestsFromIDs(ids []*pbresource.ID) []Request {
 	return out
 }
 
+// responseUnread holds the option WriteStatus passes: made once, since a
+// variadic argument handed to an interface method would be allocated on
+// every call. Clients only read their options.
+var responseUnread = []grpc.CallOption{resource.ResponseUnread()}
+
 // WriteStatus writes status under key on res only if it differs from what
 // res already carries (resource.EqualStatus, UpdatedAt ignored), and reports
 // whether it wrote. An empty ObservedGeneration is set to res.Generation.
@@ -117,7 +123,7 @@ func (rt Runtime) WriteStatus(ctx context.Context, res *pbresource.Resource, key
 		Id:     res.GetId(),
 		Key:    key,
 		Status: status,
-	})
+	}, responseUnread...)
 	if err != nil {
 		return false, err
 	}

@@ -8,9 +8,11 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 )
 
 func TestRequestKeyIgnoresUidAndType(t *testing.T) {
@@ -48,4 +50,33 @@ func TestWriteStatusOnlyWhenChanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, wrote)
 	client.RequireVersionChanged(t, res.Id, current.Version)
+}
+
+// optionRecorder records whether WriteStatus was called with
+// resource.ResponseUnread.
+type optionRecorder struct {
+	pbresource.ResourceServiceClient
+	unread []bool
+}
+
+func (c *optionRecorder) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, opts ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
+	c.unread = append(c.unread, resource.IsResponseUnread(opts))
+	return c.ResourceServiceClient.WriteStatus(ctx, in, opts...)
+}
+
+// TestWriteStatusResponseUnread checks that Runtime.WriteStatus, which
+// reports only whether it wrote, tells the client it will not read the
+// response (so the in-process client makes no copy of it).
+func TestWriteStatusResponseUnread(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	rec := &optionRecorder{ResourceServiceClient: svc.Client}
+	rt := reconcile.Runtime{Client: rec}
+	res := svc.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "x"}).Write(t, svc.Client)
+	st := &pbresource.Status{Conditions: []*pbresource.Condition{{Type: "Accepted", State: pbresource.Condition_STATE_TRUE}}}
+	wrote, err := rt.WriteStatus(context.Background(), res, "test", st)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	assert.Equal(t, []bool{true}, rec.unread)
+	current := resourcetest.NewClient(svc.Client).RequireResourceExists(t, res.Id)
+	assert.True(t, resource.EqualStatus(st, current.Status["test"]))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"reflect"
+	"time"
 
 	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -55,22 +56,50 @@ func Clone(res *pbresource.Resource) *pbresource.Resource {
 // a read-modify-write that took parts of a stored resource over unchanged
 // then costs no copy of them. A nil prev makes it Clone.
 func CloneSharing(res, prev *pbresource.Resource) *pbresource.Resource {
-	if prev == nil || res == nil {
-		return Clone(res)
+	return CloneSharingID(res, prev, nil)
+}
+
+// CloneSharingID is CloneSharing, except that when res.Id is copied, the
+// copy takes the Type and Tenancy of like, an immutable ID (e.g. one a
+// store keeps), where they equal res.Id's, instead of copies of them: a
+// store that keeps many resources of one type and tenancy then keeps one
+// Type and one Tenancy for all of them. like may be nil.
+func CloneSharingID(res, prev *pbresource.Resource, like *pbresource.ID) *pbresource.Resource {
+	if res == nil {
+		return nil
+	}
+	if prev == nil {
+		if like == nil {
+			return Clone(res)
+		}
+		prev = &noResource
 	}
 	var out *pbresource.Resource
 	var b *pblayout.Block
-	if res.Id == prev.Id && res.Data == prev.Data {
+	var sb *pblayout.SharedBlock
+	id := res.Id
+	shareID := id != nil && id != prev.Id && like != nil && id.Type != nil && id.Tenancy != nil &&
+		EqualType(id.Type, like.Type) && EqualTenancy(id.Tenancy, like.Tenancy)
+	switch {
+	case shareID:
+		sb = new(pblayout.SharedBlock)
+		out = &sb.Resource
+	case id == prev.Id && res.Data == prev.Data:
 		out = new(pbresource.Resource) // the common case: no block needed
-	} else {
+	default:
 		b = new(pblayout.Block)
 		out = &b.Resource
 	}
 	src, dst := pblayout.ResourceStrings(res), pblayout.ResourceStrings(out)
 	pblayout.CopyStrings(dst[:], src[:])
-	switch id := res.Id; {
+	switch {
 	case id == prev.Id:
 		out.Id = id
+	case shareID:
+		c := sb.SetID()
+		s, d := pblayout.IDStrings(id), pblayout.IDStrings(c)
+		pblayout.CopyStrings(d[:], s[:])
+		c.Type, c.Tenancy = like.Type, like.Tenancy
 	case id != nil:
 		b.SetID().CopyID(id)
 	}
@@ -89,6 +118,8 @@ func CloneSharing(res, prev *pbresource.Resource) *pbresource.Resource {
 	switch d := res.Data; {
 	case d == prev.Data:
 		out.Data = d
+	case d != nil && sb != nil:
+		copyAny(sb.SetData(), d)
 	case d != nil:
 		copyAny(b.SetData(), d)
 	}
@@ -107,6 +138,11 @@ func CloneSharing(res, prev *pbresource.Resource) *pbresource.Resource {
 	}
 	return out
 }
+
+// noResource is the prev of CloneSharingID when there is none: it shares
+// nothing with a resource to copy (its nil parts are never shared, since a
+// nil part needs no copy).
+var noResource pbresource.Resource
 
 // sameMap reports whether a and b are the same map (not merely equal ones).
 func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
@@ -153,18 +189,45 @@ func CloneStatus(s *pbresource.Status) *pbresource.Status {
 	}
 	b := new(statusBlock)
 	out := b.copy(s)
-	if s.Conditions != nil {
-		// The conditions in one array, their pointers in another.
-		conds := make([]pbresource.Condition, len(s.Conditions))
-		out.Conditions = make([]*pbresource.Condition, len(s.Conditions))
-		for i, c := range s.Conditions {
-			if c != nil {
-				copyCondition(&conds[i], c)
-				out.Conditions[i] = &conds[i]
-			}
+	copyConditions(out, s)
+	return out
+}
+
+// CloneStatusAt returns a deep copy of s with UpdatedAt set to t, made
+// with one allocation for a status of one condition, like CloneStatus.
+func CloneStatusAt(s *pbresource.Status, t time.Time) *pbresource.Status {
+	if s == nil {
+		return nil
+	}
+	var b *statusBlock
+	var out *pbresource.Status
+	if len(s.Conditions) == 1 {
+		b1 := new(statusBlock1)
+		out, b = b1.copy(s), &b1.statusBlock
+	} else {
+		b = new(statusBlock)
+		out = b.copy(s)
+		copyConditions(out, s)
+	}
+	b.ts.Seconds, b.ts.Nanos = t.Unix(), int32(t.Nanosecond())
+	out.UpdatedAt = &b.ts
+	return out
+}
+
+// copyConditions makes out's conditions deep copies of s's: the conditions
+// in one array, their pointers in another.
+func copyConditions(out, s *pbresource.Status) {
+	if s.Conditions == nil {
+		return
+	}
+	conds := make([]pbresource.Condition, len(s.Conditions))
+	out.Conditions = make([]*pbresource.Condition, len(s.Conditions))
+	for i, c := range s.Conditions {
+		if c != nil {
+			copyCondition(&conds[i], c)
+			out.Conditions[i] = &conds[i]
 		}
 	}
-	return out
 }
 
 // copy makes the block's status a copy of s, but for the conditions, and

@@ -2,6 +2,7 @@ package resource_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // fill sets every field of m (recursively) to a non-zero value, so a field
@@ -130,9 +132,24 @@ func TestCloneStatusShapes(t *testing.T) {
 		"nil":       nil,
 		"third one": filled(cond("f")),
 	}
+	at := time.Unix(1700000000, 123456789)
 	for k, st := range statuses {
 		got := resource.CloneStatus(st)
 		require.True(t, proto.Equal(st, got), "CloneStatus(%s) = %v", k, got)
+
+		// CloneStatusAt: the same, stamped, sharing nothing with st.
+		stamped := resource.CloneStatusAt(st, at)
+		if st == nil {
+			require.Nil(t, stamped)
+			continue
+		}
+		want := proto.Clone(st).(*pbresource.Status)
+		want.UpdatedAt = timestamppb.New(at)
+		require.True(t, proto.Equal(want, stamped), "CloneStatusAt(%s) = %v", k, stamped)
+		require.NotSame(t, st.UpdatedAt, stamped.UpdatedAt)
+		if len(st.Conditions) > 0 && st.Conditions[0] != nil {
+			require.NotSame(t, st.Conditions[0], stamped.Conditions[0])
+		}
 	}
 	res := &pbresource.Resource{Status: statuses}
 	got := resource.Clone(res)
@@ -224,4 +241,34 @@ func TestCloneSharingSharesOnlyWhatPrevHolds(t *testing.T) {
 	require.NotSame(t, fresh.Data, c.Data)
 	fresh.Metadata["x"] = "scribbled"
 	require.NotContains(t, c.Metadata, "x")
+}
+
+func TestCloneSharingIDTakesTypeAndTenancyOfLike(t *testing.T) {
+	filled := func() *pbresource.Resource {
+		res := &pbresource.Resource{}
+		fill(res.ProtoReflect(), 0)
+		return res
+	}
+	like := resource.CloneID(filled().Id)
+	for name, prev := range map[string]*pbresource.Resource{"no prev": nil, "unrelated prev": filled()} {
+		res := filled()
+		out := resource.CloneSharingID(res, prev, like)
+		require.True(t, proto.Equal(res, out), name)
+		require.Same(t, like.Type, out.Id.Type, name)
+		require.Same(t, like.Tenancy, out.Id.Tenancy, name)
+		require.NotSame(t, res.Id, out.Id, name)
+		require.NotSame(t, res.Data, out.Data, name)
+		res.Id.Name, res.Data.Value[0] = "scribbled", 'Z'
+		require.NotEqual(t, "scribbled", out.Id.Name, name)
+		require.NotEqual(t, byte('Z'), out.Data.Value[0], name)
+
+		// A like of another type or tenancy is not shared.
+		other := resource.CloneID(like)
+		other.Type.GroupVersion, other.Tenancy.Namespace = "v9", "elsewhere"
+		out = resource.CloneSharingID(filled(), prev, other)
+		require.True(t, proto.Equal(filled(), out), name)
+		require.NotSame(t, other.Type, out.Id.Type, name)
+		require.NotSame(t, other.Tenancy, out.Id.Tenancy, name)
+	}
+	require.Nil(t, resource.CloneSharingID(nil, nil, like))
 }

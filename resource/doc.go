@@ -2,10 +2,11 @@
 // pbresource types: type, tenancy and ID comparison and string forms,
 // references, status comparison, name and tenancy validation, ULIDs,
 // reserved metadata keys, the gRPC metadata keys clients send (consistency
-// mode, fence), and the type Registry with its hooks.
+// mode, fence), the ResponseUnread call option, and the type Registry with
+// its hooks.
 //
-// It depends on nothing but the generated protobuf package, so servers,
-// controllers and tests can all use it.
+// It depends on nothing but the generated protobuf package (and gRPC, which
+// that package uses), so servers, controllers and tests can all use it.
 //
 // # Who may change a message
 //
@@ -24,7 +25,9 @@
 // may change it:
 //   - what a client call (Read, Write, WriteStatus, List, ListByOwner,
 //     MutateAndValidate) returns is the caller's own: over gRPC it is
-//     decoded afresh, and the in-process client copies it;
+//     decoded afresh, and the in-process client copies it (unless the
+//     caller passed ResponseUnread, promising not to read it: then there
+//     may be no resource in it, and nothing is copied);
 //   - what a cache read (Get, List, GetDecoded, ...) hands a reconciler is
 //     its own copy, unless it asks for a read-only view (ListReadOnly,
 //     ListIDsReadOnly, the ReadOnly typed reads, reconcile.DecodedReadOnly).

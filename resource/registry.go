@@ -2,8 +2,10 @@ package resource
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"google.golang.org/protobuf/proto"
@@ -96,14 +98,27 @@ type Registry interface {
 type typeKey struct{ group, version, kind string }
 
 // TypeRegistry is the standard Registry.
+//
+// Its map is replaced, never changed, by Add, so Resolve (every request
+// resolves its type) reads it without a lock: a read lock shared by the
+// goroutines of several cores moves its cache line between them on every
+// call.
 type TypeRegistry struct {
-	mu    sync.RWMutex
-	types map[typeKey]Registered
+	mu    sync.Mutex // serializes Add
+	types atomic.Pointer[map[typeKey]Registered]
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *TypeRegistry {
-	return &TypeRegistry{types: make(map[typeKey]Registered)}
+	return new(TypeRegistry)
+}
+
+// load returns the registered types, which nobody may change.
+func (r *TypeRegistry) load() map[typeKey]Registered {
+	if p := r.types.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Add implements Registry.
@@ -114,17 +129,23 @@ func (r *TypeRegistry) Add(reg Registered) error {
 	key := keyOf(reg.Type)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.types[key]; ok {
+	types := r.load()
+	if _, ok := types[key]; ok {
 		return fmt.Errorf("registering type %s: already registered", TypeString(reg.Type))
 	}
-	for k, other := range r.types {
+	for k, other := range types {
 		if k.group == key.group && k.kind == key.kind && other.Scope != reg.Scope {
 			return fmt.Errorf("registering type %s: scope %s differs from %s's scope %s; every version of a type must share its scope",
 				TypeString(reg.Type), reg.Scope, TypeString(other.Type), other.Scope)
 		}
 	}
 	reg.Type = cloneType(reg.Type)
-	r.types[key] = reg
+	next := maps.Clone(types)
+	if next == nil {
+		next = make(map[typeKey]Registered, 1)
+	}
+	next[key] = reg
+	r.types.Store(&next)
 	return nil
 }
 
@@ -133,20 +154,17 @@ func (r *TypeRegistry) Resolve(typ *pbresource.Type) (Registered, bool) {
 	if typ == nil {
 		return Registered{}, false
 	}
-	r.mu.RLock()
-	reg, ok := r.types[keyOf(typ)]
-	r.mu.RUnlock()
+	reg, ok := r.load()[keyOf(typ)]
 	return reg, ok
 }
 
 // Types implements Registry.
 func (r *TypeRegistry) Types() []Registered {
-	r.mu.RLock()
-	out := make([]Registered, 0, len(r.types))
-	for _, reg := range r.types {
+	types := r.load()
+	out := make([]Registered, 0, len(types))
+	for _, reg := range types {
 		out = append(out, reg)
 	}
-	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return TypeString(out[i].Type) < TypeString(out[j].Type) })
 	return out
 }

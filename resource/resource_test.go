@@ -187,6 +187,20 @@ func TestULID(t *testing.T) {
 	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = resource.NewULID() }))
 }
 
+func TestNewULIDPair(t *testing.T) {
+	prev := resource.NewULID()
+	for i := 0; i < 1000; i++ {
+		a, b := resource.NewULIDPair()
+		require.True(t, resource.IsULID(a), "%q", a)
+		require.True(t, resource.IsULID(b), "%q", b)
+		require.Less(t, prev, a, "ULIDs from one process sort in creation order")
+		require.Less(t, a, b, "the second is made after the first")
+		prev = b
+	}
+	require.Less(t, prev, resource.NewULID())
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _, _ = resource.NewULIDPair() }))
+}
+
 func BenchmarkNewULID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {

@@ -35,6 +35,26 @@ func NewULID() string {
 	return string(text[:]) // the only allocation
 }
 
+// NewULIDPair returns two new ULIDs, the second made after the first, with
+// one reading of the clock and one allocation for both: what creating a
+// resource takes (its Uid and its Generation).
+func NewULIDPair() (first, second string) {
+	var text [2 * ulid.EncodedSize]byte
+	ulidMu.Lock()
+	ms := ulid.Timestamp(time.Now())
+	for i := range 2 {
+		if err := ulidEntropy.MonotonicRead(ms, ulidNext[6:]); err != nil {
+			ulidMu.Unlock()
+			panic(err) // as NewULID
+		}
+		_ = ulidNext.SetTime(ms)
+		_ = ulidNext.MarshalTextTo(text[i*ulid.EncodedSize : (i+1)*ulid.EncodedSize])
+	}
+	ulidMu.Unlock()
+	both := string(text[:])
+	return both[:ulid.EncodedSize], both[ulid.EncodedSize:]
+}
+
 // IsULID reports whether s is a well-formed ULID: what ulid.ParseStrict
 // accepts, checked without decoding it (every write checks one or two).
 func IsULID(s string) bool {

@@ -33,7 +33,7 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	}
 	// Deletes read strongly: a stale "not found" would report success
 	// without deleting anything.
-	err = s.readModifyWrite(ctx, withUid(id, ""), storage.StrongConsistency, func(stored *pbresource.Resource, _ storage.ReadConsistency) error {
+	err = s.readModifyWrite(ctx, id, storage.StrongConsistency, func(stored *pbresource.Resource, _ storage.ReadConsistency) error {
 		return s.deleteOnce(ctx, authz, reg, id, req.Version, stored)
 	})
 	if err != nil {

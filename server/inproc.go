@@ -30,7 +30,7 @@ const inprocWatchBuffer = 64
 // it. Outgoing gRPC metadata on the context (e.g. x-consul-consistency-mode)
 // is handed to the server as incoming metadata; incoming metadata the
 // caller's context may carry is not. Errors are the server's status errors,
-// unchanged. Call options are ignored.
+// unchanged. Call options are ignored, but for resource.ResponseUnread.
 //
 // A WatchList stream runs the server's WatchList in a goroutine; it ends
 // when the server side returns (its error is what Recv returns after the
@@ -97,20 +97,37 @@ func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ .
 	return &pbresource.ReadResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
-func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, _ ...grpc.CallOption) (*pbresource.WriteResponse, error) {
+// Write returns a copy of the written resource, or none with
+// resource.ResponseUnread.
+func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, opts ...grpc.CallOption) (*pbresource.WriteResponse, error) {
 	out, err := c.s.Write(c.serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.WriteResponse{Resource: resource.Clone(out.Resource)}, nil
+	// out is the call's own (the server keeps no response), but its
+	// resource is the stored one.
+	if resource.IsResponseUnread(opts) {
+		out.Resource = nil
+	} else {
+		out.Resource = resource.Clone(out.Resource)
+	}
+	return out, nil
 }
 
-func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, _ ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
+// WriteStatus returns a copy of the written resource, or none with
+// resource.ResponseUnread.
+func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, opts ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
 	out, err := c.s.WriteStatus(c.serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.WriteStatusResponse{Resource: resource.Clone(out.Resource)}, nil
+	// As in Write: out is the call's own, its resource the stored one.
+	if resource.IsResponseUnread(opts) {
+		out.Resource = nil
+	} else {
+		out.Resource = resource.Clone(out.Resource)
+	}
+	return out, nil
 }
 
 func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ ...grpc.CallOption) (*pbresource.ListResponse, error) {

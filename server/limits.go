@@ -200,6 +200,28 @@ func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error
 	return tooLarge(res, n, field, l.resourceBytes)
 }
 
+// checkStatusSize is checkSize for a status write: stored, with st under
+// key. It sizes stored once and corrects for the one entry that changes,
+// building the new resource only for an error.
+func (l *limits) checkStatusSize(stored *pbresource.Resource, key string, st *pbresource.Status) error {
+	n, old := statusWriteSize(stored, key, st)
+	if n <= l.resourceBytes || n <= old {
+		return nil
+	}
+	return tooLarge(withStatus(stored, key, st), n, "status", l.resourceBytes)
+}
+
+// statusWriteSize returns storedSize of stored with st under key, and of
+// stored.
+func statusWriteSize(stored *pbresource.Resource, key string, st *pbresource.Status) (n, old int) {
+	old = storedSize(stored)
+	n = old + statusEntrySize(key, st)
+	if prev, ok := stored.Status[key]; ok {
+		n -= statusEntrySize(key, prev)
+	}
+	return n, old
+}
+
 // tooLarge is the error for res, n bytes as stored, when the limit is
 // limit bytes (or unknown, 0: the backend refused it).
 func tooLarge(res *pbresource.Resource, n int, field string, limit int) error {

@@ -433,3 +433,24 @@ func BenchmarkResourceSize(b *testing.B) {
 		}
 	})
 }
+
+// TestStatusWriteSize checks the size a status write is checked at, which
+// is computed from the stored resource and the one changed entry, against
+// the size of the resource the write stores.
+func TestStatusWriteSize(t *testing.T) {
+	stored := bar(t, "s", "x")
+	stored.Id.Uid, stored.Generation, stored.Version = resource.NewULID(), resource.NewULID(), "42"
+	for name, statuses := range map[string]map[string]*pbresource.Status{
+		"none":  nil,
+		"other": {"other": simpleStatus("g")},
+		"same":  {"k": bigStatus("g", 300), "other": simpleStatus("g")},
+		"nil":   {"k": nil},
+	} {
+		for _, st := range []*pbresource.Status{simpleStatus(stored.Generation), bigStatus("g", 1000), {}} {
+			stored.Status = statuses
+			n, old := statusWriteSize(stored, "k", st)
+			require.Equal(t, storedSize(withStatus(stored, "k", st)), n, name)
+			require.Equal(t, storedSize(stored), old, name)
+		}
+	}
+}

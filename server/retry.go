@@ -50,8 +50,8 @@ func pause(ctx context.Context, attempt int) error {
 }
 
 // readModifyWrite is the loop of Write, WriteStatus and Delete: it reads
-// the resource stored under name, an ID without Uid (see withUid), in
-// whatever GroupVersion (nil when there is none), and hands it to step,
+// the resource stored under name's name, in whatever GroupVersion and with
+// whatever Uid (nil when there is none; see readStored), and hands it to step,
 // until step returns something other than errRetry. The first read has
 // consistency first; the retries, which follow a lost race or a read that
 // may have been stale, pause and read strongly. Errors of the read are

@@ -19,10 +19,12 @@
 // The service follows the one rule in the resource package doc ("Who may
 // change a message"). It never changes a request nor keeps any part of it
 // (Write works on a shallow copy of the request's resource; the backend
-// copies what it stores).
+// copies what it stores; WriteStatus hands a storage.StatusWriter its own
+// stamped copy of the status).
 // What its methods return, and every WatchList event, may be the backend's
 // stored message, which nobody changes: gRPC marshals it, the in-process
-// client (NewInProcessClient) hands the caller a copy of a response and the
+// client (NewInProcessClient) hands the caller a copy of a response's
+// resource (none if the caller passed resource.ResponseUnread) and the
 // event itself on a watch. Over gRPC, the codec of ServerOptions marshals
 // an event once for all the streams that send it.
 //

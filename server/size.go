@@ -62,9 +62,15 @@ func metadataSize(meta map[string]string) int {
 func statusSize(st map[string]*pbresource.Status) int {
 	n := 0
 	for k, v := range st {
-		n += fieldSize(pblayout.ResourceStatus, fieldSize(pblayout.MapKey, len(k))+fieldSize(pblayout.MapValue, oneStatusSize(v)))
+		n += statusEntrySize(k, v)
 	}
 	return n
+}
+
+// statusEntrySize is the encoded size of one entry of a Resource's status
+// field.
+func statusEntrySize(k string, v *pbresource.Status) int {
+	return fieldSize(pblayout.ResourceStatus, fieldSize(pblayout.MapKey, len(k))+fieldSize(pblayout.MapValue, oneStatusSize(v)))
 }
 
 // dataSize is the encoded size of a Resource's data field.

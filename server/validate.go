@@ -155,7 +155,8 @@ func checkData(reg resource.Registered, data *anypb.Any) (*anypb.Any, proto.Mess
 		data = &anypb.Any{TypeUrl: anyPrefix + string(want), Value: data.Value}
 	}
 	msg := reg.Message.New().Interface()
-	if err := proto.Unmarshal(data.Value, msg); err != nil {
+	// Merge: msg is new, so merging is unmarshalling, without a Reset.
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(data.Value, msg); err != nil {
 		return nil, nil, invalidArgument(resource.ErrInvalidField{Name: "data", Wrapped: resource.NewErrDataParse(msg, err)})
 	}
 	return data, msg, nil

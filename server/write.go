@@ -52,11 +52,14 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 // allocation. None of them is kept: the backend copies what it stores, and
 // the response points at the stored resource (or, when a write finishes a
 // deletion, at res).
+//
+// The name read is res.Id itself (see readStored), so no copy of it
+// without its Uid is among them, and the struct takes the 256-byte size
+// class instead of 352.
 type writeMessages struct {
-	res  pbresource.Resource // the server's copy of the request's resource (see prepare)
-	id   pbresource.ID       // res.Id with the Uid the write gives it, when that takes a copy
-	name pbresource.ID       // res.Id without its Uid, when that takes a copy
-	rsp  pbresource.WriteResponse
+	res pbresource.Resource // the server's copy of the request's resource (see prepare)
+	id  pbresource.ID       // res.Id with the Uid the write gives it, when that takes a copy
+	rsp pbresource.WriteResponse
 }
 
 // writeIntent is what the caller of Write asked for. The server's copy of
@@ -93,7 +96,7 @@ func (s *Server) write(ctx context.Context, b *writeMessages, data proto.Message
 		meta:     res.Metadata,
 	}
 	var out *pbresource.Resource
-	err := s.readModifyWrite(ctx, withUidIn(res.Id, "", &b.name), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		if stored == nil {
 			out, err = s.create(ctx, in, consistency)
 		} else {
@@ -104,14 +107,19 @@ func (s *Server) write(ctx context.Context, b *writeMessages, data proto.Message
 	return out, err
 }
 
-// readStored reads the resource stored under id in whatever GroupVersion it
-// is stored. It returns nil, nil when there is none.
+// readStored reads the resource stored under id's name in whatever
+// GroupVersion, and with whatever Uid, it is stored. It returns nil, nil
+// when there is none. A Uid in id only saves a copy of id: the backend is
+// asked with it first, and without it only when nothing has it.
 func (s *Server) readStored(ctx context.Context, consistency storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
 	res, err := s.backend.Read(ctx, consistency, id)
 	if err == nil {
 		return res, nil
 	}
 	if errors.Is(err, storage.ErrNotFound) {
+		if id.Uid != "" {
+			return s.readStored(ctx, consistency, withUid(id, ""))
+		}
 		return nil, nil
 	}
 	if stored := mismatchedStored(err); stored != nil {
@@ -167,8 +175,9 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 	}
 
 	res := in.res
-	res.Id = withUidIn(res.Id, resource.NewULID(), in.idBuf)
-	res.Generation = resource.NewULID()
+	uid, gen := resource.NewULIDPair()
+	res.Id = withUidIn(res.Id, uid, in.idBuf)
+	res.Generation = gen
 	res.Version = ""
 	res.Status = nil
 	res.Owner = in.owner

@@ -2,11 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -41,41 +41,26 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err := checkStatus(req.Status); err != nil {
 		return nil, s.fail("WriteStatus", id, err)
 	}
-	// The request is never changed: the stamped status is the server's.
-	b := new(statusMessages)
-	now := time.Now()
-	b.updatedAt.Seconds, b.updatedAt.Nanos = now.Unix(), int32(now.Nanosecond())
-	b.status.ObservedGeneration = req.Status.ObservedGeneration
-	b.status.Conditions = req.Status.Conditions
-	b.status.UpdatedAt = &b.updatedAt
+	// The request is never changed nor kept: the stamped status is the
+	// server's own copy, which a storage.StatusWriter stores as it is.
+	st := resource.CloneStatusAt(req.Status, time.Now())
 
 	var out *pbresource.Resource
-	err = s.readModifyWrite(ctx, withUidIn(id, "", &b.name), storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
-		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, b, stored, consistency)
+	err = s.readModifyWrite(ctx, id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+		out, err = s.writeStatusOnce(ctx, authz, reg, id, req, st, stored, consistency)
 		return err
 	})
 	if err != nil {
 		return nil, s.fail("WriteStatus", id, err)
 	}
-	b.rsp.Resource = out
-	return &b.rsp, nil
+	return &pbresource.WriteStatusResponse{Resource: out}, nil
 }
 
-// statusMessages holds the messages one WriteStatus makes, so that they cost
-// one allocation. None of them is kept: the backend copies what it stores,
-// and the response only points at the stored resource.
-type statusMessages struct {
-	status    pbresource.Status // the status written, stamped
-	updatedAt timestamppb.Timestamp
-	name      pbresource.ID       // the name read (the request's ID without Uid)
-	res       pbresource.Resource // the resource written: the stored one with the status
-	rsp       pbresource.WriteStatusResponse
-}
-
-// writeStatusOnce writes b.status under req.Key of the resource id
-// (normalized), with stored what is stored under its name.
+// writeStatusOnce writes st, the server's own stamped copy of req.Status,
+// under req.Key of the resource id (normalized), with stored what is stored
+// under its name. It never changes st.
 func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer, reg resource.Registered, id *pbresource.ID,
-	req *pbresource.WriteStatusRequest, b *statusMessages, stored *pbresource.Resource, consistency storage.ReadConsistency,
+	req *pbresource.WriteStatusRequest, st *pbresource.Status, stored *pbresource.Resource, consistency storage.ReadConsistency,
 ) (*pbresource.Resource, error) {
 	cas := req.Version != ""
 	stale := consistency == storage.EventualConsistency
@@ -108,24 +93,37 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
 	}
+	if err := s.limits.checkStatusSize(stored, req.Key, st); err != nil {
+		return nil, err
+	}
+	var out *pbresource.Resource
+	var err error
+	if sw, ok := s.backend.(storage.StatusWriter); ok {
+		out, err = sw.WriteStatusCAS(ctx, stored, req.Key, st)
+	} else {
+		out, err = s.backend.WriteCAS(ctx, withStatus(stored, req.Key, st))
+	}
+	if errors.Is(err, storage.ErrTooLarge) {
+		return nil, writeError(cas, withStatus(stored, req.Key, st), "status", err)
+	}
+	if err != nil {
+		return nil, casError(cas, err)
+	}
+	return out, nil
+}
+
+// withStatus returns a shallow copy of stored with st under key: the
+// resource a status write stores. The shared parts are only read, and the
+// backend copies what it stores.
+func withStatus(stored *pbresource.Resource, key string, st *pbresource.Status) *pbresource.Resource {
 	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
 	for k, v := range stored.Status {
 		statuses[k] = v
 	}
-	statuses[req.Key] = &b.status
-	// A shallow copy: the shared parts are only read, and the backend
-	// copies what it stores. Every field is set, so what an earlier attempt
-	// left in b.res does not matter.
-	res := &b.res
-	res.Id, res.Owner, res.Data = stored.Id, stored.Owner, stored.Data
-	res.Version, res.Generation = stored.Version, stored.Generation
-	res.Metadata, res.Status = stored.Metadata, statuses
-	if err := s.limits.checkSize(res, stored, "status"); err != nil {
-		return nil, err
+	statuses[key] = st
+	return &pbresource.Resource{
+		Id: stored.Id, Owner: stored.Owner, Data: stored.Data,
+		Version: stored.Version, Generation: stored.Generation,
+		Metadata: stored.Metadata, Status: statuses,
 	}
-	out, err := s.backend.WriteCAS(ctx, res)
-	if err != nil {
-		return nil, writeError(cas, res, "status", err)
-	}
-	return out, nil
 }

@@ -11,7 +11,9 @@
 // or changes a message the caller passed in (it copies what it stores), and
 // what it returns (from Read, List, WriteCAS and watch events) is the
 // stored message itself, shared with the backend and every other caller.
-// This keeps reads and watch fan-out free of copies.
+// This keeps reads and watch fan-out free of copies. The one exception is
+// the status handed to StatusWriter.WriteStatusCAS, which its caller makes
+// for the purpose and hands over.
 //
 // # Uids
 //
@@ -397,4 +399,23 @@ type PagedLister interface {
 	// Version the store no longer has gives ErrVersionGone, one it never
 	// issued ErrFutureVersion, one that is not a version ErrInvalidVersion.
 	ListPage(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, req PageRequest) (Page, error)
+}
+
+// StatusWriter is a Backend that writes one status of a stored resource
+// without the caller building the new resource. The server uses it for
+// WriteStatus when the backend implements it, and WriteCAS otherwise.
+type StatusWriter interface {
+	// WriteStatusCAS stores stored with its status under key set to
+	// status, if stored is still what the backend stores under its name:
+	// the message itself, as Read, List, WriteCAS or a watch event returned
+	// it (not a copy). Otherwise it returns ErrCASFailure. On success it
+	// returns the new stored resource, as WriteCAS does; it shares with
+	// stored every part but the status map. A backend that fences (see
+	// Fence) checks the fence as WriteCAS does.
+	//
+	// Unlike WriteCAS, it does not copy its input: status is handed over.
+	// It must be the caller's own (a deep copy it made, sharing nothing
+	// with a request), and once a call succeeds it is stored, so the caller
+	// never changes it again.
+	WriteStatusCAS(ctx context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error)
 }

@@ -11,7 +11,8 @@
 // bookmarks; and for a storage.PagedLister (Pages/ tests, skipped for
 // others), that the pages of a listing are the store at one version under
 // racing writers, and that a version the backend no longer has is
-// storage.ErrVersionGone.
+// storage.ErrVersionGone; and for a storage.StatusWriter (the
+// WriteStatusCAS test, skipped for others), status writes.
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
 // returns a new, empty backend:
@@ -112,6 +113,7 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"DeleteCAS/MustExist", s.testDeleteMustExist},
 		{"DeleteCAS/GroupVersionIgnored", s.testDeleteGroupVersionIgnored},
 		{"CopyOnWrite", s.testCopyOnWrite},
+		{"WriteStatusCAS", s.testWriteStatusCAS},
 		{"List", s.testList},
 		{"OwnerReferences", s.testOwnerReferences},
 		{"OwnerReferences/OwnerMustExist", s.testOwnerMustExist},

@@ -12,7 +12,11 @@
 // the ownership rule (see the resource package doc), what a Backend returns
 // is read-only. A write copies its input once and stores that copy, sharing
 // what the input took over unchanged from the resource it replaces
-// (resource.CloneSharing): a status write copies the new status only.
+// (resource.CloneSharing): a status write copies the new status only, and
+// WriteStatusCAS (storage.StatusWriter) builds it from the stored resource
+// and the status it is handed, copying neither. A new resource's ID shares
+// its Type and Tenancy with the latest resource of its type stored, when
+// they are equal (resource.CloneSharingID).
 //
 // Resources are indexed by type (Group and Kind), then by partition,
 // namespace and name. Each type keeps its keys in a sorted slice for List;
@@ -144,6 +148,10 @@ type Backend struct {
 	revision uint64
 
 	types map[storage.UnversionedType]*typeIndex
+	// lastType and lastTI are the type last written to and its index
+	// (typeIndexOf), set under mu exclusively; types are never removed.
+	lastType storage.UnversionedType
+	lastTI   *typeIndex
 
 	// owned maps an owner (with Uid) to the entries it owns.
 	owned map[ownerKey]map[*entry]struct{}
@@ -160,6 +168,7 @@ var (
 	_ storage.Backend          = (*Backend)(nil)
 	_ storage.ResumableBackend = (*Backend)(nil)
 	_ storage.PagedLister      = (*Backend)(nil)
+	_ storage.StatusWriter     = (*Backend)(nil)
 )
 
 // New returns an empty Backend ready for use.
@@ -214,11 +223,13 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 
 // entry is one stored name for the lifetime of a resource: it is created by
 // the write that creates the resource and marked removed by its deletion.
+//
+// It does not keep sizeOf(res) (a deletion recomputes it), so that it
+// takes the 64-byte size class instead of 80.
 type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
 	res     *pbresource.Resource
-	size    int64 // sizeOf(res), for the event log's byte bound
 	removed bool
 }
 
@@ -232,8 +243,8 @@ func (b *Backend) Read(_ context.Context, _ storage.ReadConsistency, id *pbresou
 	}
 	b.mu.RLock()
 	var res *pbresource.Resource
-	if ti := b.types[storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}]; ti != nil {
-		if e := ti.byKey[keyOf(id)]; e != nil {
+	if ti := b.typeIndexOf(storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}); ti != nil {
+		if e := ti.byKey.get(keyOf(id)); e != nil {
 			res = e.res
 		}
 	}
@@ -265,16 +276,17 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	// keeps the ID, data, metadata and other statuses) is immutable and
 	// shared, not copied; a stored resource that changed meanwhile only
 	// makes the copy share less, and the version check below refuses it.
-	stored := resource.CloneSharing(res, b.current(typ, key))
+	prev, like := b.current(typ, key, res.Version != "")
+	stored := resource.CloneSharingID(res, prev, like)
 	size := sizeOf(stored)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
-	ti := b.types[typ]
+	ti := b.typeIndexOf(typ)
 	var e *entry
 	if ti != nil {
-		e = ti.byKey[key]
+		e = ti.byKey.get(key)
 	}
 	if err := checkWrite(e, stored); err != nil {
 		return nil, err
@@ -296,16 +308,80 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 	return stored, nil
 }
 
-// current returns the resource stored under key, or nil.
-func (b *Backend) current(typ storage.UnversionedType, key rkey) *pbresource.Resource {
+// WriteStatusCAS stores stored with status, which it takes over, under key
+// (storage.StatusWriter), if stored is the resource stored under its name;
+// otherwise storage.ErrCASFailure. The new stored resource shares every
+// part of stored but the status map, and is returned; it is shared and
+// must not be modified.
+func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error) {
+	if stored.GetId().GetType() == nil {
+		return nil, errInvalidID
+	}
+	typ := storage.UnversionedTypeFrom(stored.Id.Type)
+	k := keyOf(stored.Id)
+
+	// Built outside the lock, like WriteCAS's copy; it is thrown away if
+	// stored is no longer current.
+	res := withStatus(stored, key, status)
+	size := sizeOf(res)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ti := b.typeIndexOf(typ)
+	var e *entry
+	if ti != nil {
+		e = ti.byKey.get(k)
+	}
+	if e == nil || e.res != stored {
+		return nil, storage.ErrCASFailure
+	}
+	b.store(ti, typ, k, e, res, size)
+	return res, nil
+}
+
+// withStatus returns a resource like stored, sharing its parts, with a new
+// status map holding stored's statuses and status under key.
+func withStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
+	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
+	for k, v := range stored.Status {
+		statuses[k] = v
+	}
+	statuses[key] = status
+	return &pbresource.Resource{
+		Id:         stored.Id,
+		Owner:      stored.Owner,
+		Version:    stored.Version,
+		Generation: stored.Generation,
+		Metadata:   stored.Metadata,
+		Status:     statuses,
+		Data:       stored.Data,
+	}
+}
+
+// typeIndexOf returns typ's index, or nil. The caller holds mu, shared or
+// exclusively.
+func (b *Backend) typeIndexOf(typ storage.UnversionedType) *typeIndex {
+	if b.lastTI != nil && typ == b.lastType {
+		return b.lastTI
+	}
+	return b.types[typ]
+}
+
+// current returns the resource stored under key (if update, else nil: a
+// create replaces nothing, or fails), or nil, and the ID of the type's
+// latest write (see typeIndex.like), or nil.
+func (b *Backend) current(typ storage.UnversionedType, key rkey, update bool) (res *pbresource.Resource, like *pbresource.ID) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if ti := b.types[typ]; ti != nil {
-		if e := ti.byKey[key]; e != nil {
-			return e.res
+	if ti := b.typeIndexOf(typ); ti != nil {
+		if update {
+			if e := ti.byKey.get(key); e != nil {
+				res = e.res
+			}
 		}
+		like = ti.like
 	}
-	return nil
+	return res, like
 }
 
 // exists reports whether a resource is stored under id, with id.Uid if that
@@ -315,7 +391,7 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 	if ti == nil {
 		return false
 	}
-	e := ti.byKey[keyOf(id)]
+	e := ti.byKey.get(keyOf(id))
 	return e != nil && (id.Uid == "" || id.Uid == e.res.Id.GetUid())
 }
 
@@ -325,10 +401,12 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
+	ti.like = stored.Id
+	b.lastType, b.lastTI = typ, ti
 
 	var prev *pbresource.Resource
 	if e == nil {
-		e = &entry{key: key, res: stored, size: size}
+		e = &entry{key: key, res: stored}
 		ti.insert(e)
 		if stored.Owner != nil {
 			b.addOwned(ownerKeyOf(stored.Owner), e)
@@ -336,7 +414,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 	} else {
 		old := e.res
 		prev = old
-		e.res, e.size = stored, size
+		e.res = stored
 		if old.Owner != nil || stored.Owner != nil {
 			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
 				if old.Owner != nil {
@@ -349,7 +427,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
-	b.publish(typ, key, stored, prev, size, false)
+	b.publish(ti, typ, stored, prev, size, false)
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -390,7 +468,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 
 	var e *entry
 	if ti := b.types[typ]; ti != nil {
-		e = ti.byKey[key]
+		e = ti.byKey.get(key)
 	}
 	if e == nil || (id.Uid != "" && id.Uid != e.res.Id.GetUid()) {
 		if do.MustExist {
@@ -418,7 +496,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
-	b.publish(typ, key, e.res, e.res, e.size, true)
+	b.publish(ti, typ, e.res, e.res, sizeOf(e.res), true)
 	return nil
 }
 
@@ -431,7 +509,7 @@ func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	if ti == nil {
 		ti = newTypeIndex()
 		b.types[typ] = ti
-	} else if ti.byKey[key] != nil {
+	} else if ti.byKey.get(key) != nil {
 		return
 	}
 	b.store(ti, typ, key, nil, tomb, sizeOf(tomb))
@@ -530,13 +608,18 @@ func (f *filter) matches(k rkey) bool {
 // publish appends the change at the current revision to the event log and
 // wakes the watches of typ. The caller holds mu exclusively. One event is
 // allocated and shared by all watches.
-func (b *Backend) publish(typ storage.UnversionedType, key rkey, res, prev *pbresource.Resource, size int64, deleted bool) {
-	f := b.feeds[typ]
+func (b *Backend) publish(ti *typeIndex, typ storage.UnversionedType, res, prev *pbresource.Resource, size int64, deleted bool) {
+	f := ti.feed
 	if f == nil {
-		f = new(feed)
-		b.feeds[typ] = f
+		// The type's first change: its feed may exist already, made by a
+		// WatchList of the type.
+		if f = b.feeds[typ]; f == nil {
+			f = &feed{typ: typ}
+			b.feeds[typ] = f
+		}
+		ti.feed = f
 	}
-	e := newEntry(b.revision, typ, f, key, res, prev, size, deleted)
+	e := newEntry(b.revision, f, res, prev, size, deleted)
 	b.log.append(e)
 	f.wake()
 	if e.rev%reapEvery == 0 && b.reaping.CompareAndSwap(false, true) {

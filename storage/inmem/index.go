@@ -17,12 +17,19 @@ import (
 // pending into sorted and drops removed entries; List merges before it reads
 // sorted, so creates stay O(1) and List pays for the sort of what is new.
 type typeIndex struct {
-	byKey   map[rkey]*entry
+	byKey   keyMap
 	sorted  []*entry
 	pending []*entry
 	// removed counts entries marked removed that are still in sorted or
 	// pending.
 	removed int
+	// like is the ID of the latest resource stored: a new resource's copy
+	// shares its Type and Tenancy when they are equal
+	// (resource.CloneSharingID), so resources of one type and tenancy
+	// written in a row keep one Type and one Tenancy between them.
+	like *pbresource.ID
+	// feed is the type's feed, once it had a change (see publish).
+	feed *feed
 }
 
 // compactThreshold is the least number of removed entries that makes a
@@ -31,21 +38,21 @@ type typeIndex struct {
 const compactThreshold = 1024
 
 func newTypeIndex() *typeIndex {
-	return &typeIndex{byKey: make(map[rkey]*entry)}
+	return &typeIndex{byKey: newKeyMap()}
 }
 
 // insert adds a new entry. The caller holds the store lock exclusively.
 func (ti *typeIndex) insert(e *entry) {
-	ti.byKey[e.key] = e
+	ti.byKey.set(e.key, e)
 	ti.pending = append(ti.pending, e)
 }
 
 // remove deletes an entry. The caller holds the store lock exclusively.
 func (ti *typeIndex) remove(e *entry) {
-	delete(ti.byKey, e.key)
+	ti.byKey.delete(e.key)
 	e.removed = true
 	ti.removed++
-	if ti.removed >= max(compactThreshold, len(ti.byKey)) {
+	if ti.removed >= max(compactThreshold, ti.byKey.len()) {
 		ti.merge()
 	}
 }
@@ -64,7 +71,7 @@ func (ti *typeIndex) merge() {
 		return
 	}
 	slices.SortFunc(ti.pending, compareEntries)
-	out := make([]*entry, 0, len(ti.byKey))
+	out := make([]*entry, 0, ti.byKey.len())
 	i, j := 0, 0
 	for i < len(ti.sorted) || j < len(ti.pending) {
 		var e *entry

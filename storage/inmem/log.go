@@ -35,12 +35,16 @@ type eventLog struct {
 
 // logEntry is one change: the resource written or deleted at rev, and its
 // event.
+//
+// Its type and key are those of res (its feed's type, keyOf(res.Id)),
+// not copies: an entry of 48 bytes instead of 128, which with its event's
+// messages takes the 160-byte size class instead of 240, for every change
+// the log keeps.
 type logEntry struct {
 	rev  uint64
-	typ  storage.UnversionedType
-	feed *feed // typ's
-	key  rkey
-	size int64 // estimated bytes the entry keeps alive
+	feed *feed                // the type's
+	res  *pbresource.Resource // the resource written, or deleted
+	size int64                // estimated bytes the entry keeps alive
 	ev   *pbresource.WatchEvent
 	// prev is what was stored under key before the change (nil if
 	// nothing): ListPage undoes the change with it. It is the resource the
@@ -114,6 +118,7 @@ func (l *eventLog) entry(rev uint64) *logEntry {
 // entry dropped from the log, and the wake-up of the watches waiting for the
 // type's next entry.
 type feed struct {
+	typ     storage.UnversionedType
 	dropped atomic.Uint64
 	gen     atomic.Pointer[chan struct{}]
 }
@@ -157,24 +162,27 @@ type deleteEntry struct {
 	delete pbresource.WatchEvent_Delete
 }
 
+// key returns the key of the entry's resource.
+func (e *logEntry) key() rkey { return keyOf(e.res.Id) }
+
 // newEntry returns the entry of a change at rev: an Upsert of res, or a
 // Delete (carrying rev as its version) when deleted; prev is what the change
 // replaced (for a Delete, res itself).
-func newEntry(rev uint64, typ storage.UnversionedType, f *feed, key rkey, res, prev *pbresource.Resource, size int64, deleted bool) *logEntry {
+func newEntry(rev uint64, f *feed, res, prev *pbresource.Resource, size int64, deleted bool) *logEntry {
 	if deleted {
 		b := new(deleteEntry)
 		b.delete.Resource = res
 		b.delete.Version = strconv.FormatUint(rev, 10)
 		b.oneof.Delete = &b.delete
 		b.ev.Event = &b.oneof
-		b.logEntry = logEntry{rev: rev, typ: typ, feed: f, key: key, size: size + entryOverhead, ev: &b.ev, prev: prev}
+		b.logEntry = logEntry{rev: rev, feed: f, res: res, size: size + entryOverhead, ev: &b.ev, prev: prev}
 		return &b.logEntry
 	}
 	b := new(upsertEntry)
 	b.upsert.Resource = res
 	b.oneof.Upsert = &b.upsert
 	b.ev.Event = &b.oneof
-	b.logEntry = logEntry{rev: rev, typ: typ, feed: f, key: key, size: size + entryOverhead, ev: &b.ev, prev: prev}
+	b.logEntry = logEntry{rev: rev, feed: f, res: res, size: size + entryOverhead, ev: &b.ev, prev: prev}
 	return &b.logEntry
 }
 

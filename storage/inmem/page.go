@@ -85,8 +85,10 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 			if e == nil {
 				return storage.Page{}, storage.ErrVersionGone
 			}
-			if e.typ == resType && selected(e.key) {
-				undo[e.key] = e.prev
+			if e.feed.typ == resType {
+				if k := e.key(); selected(k) {
+					undo[k] = e.prev
+				}
 			}
 		}
 	}

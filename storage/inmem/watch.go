@@ -51,7 +51,7 @@ func (b *Backend) WatchListSince(_ context.Context, resType storage.UnversionedT
 	b.watchMu.Lock()
 	f := b.feeds[resType]
 	if f == nil {
-		f = new(feed)
+		f = &feed{typ: resType}
 		b.feeds[resType] = f
 	}
 	b.watchMu.Unlock()
@@ -74,7 +74,7 @@ func (b *Backend) WatchListSince(_ context.Context, resType storage.UnversionedT
 	} else {
 		w.lastRev = b.revision
 		if ti := b.types[resType]; ti != nil {
-			for _, e := range ti.byKey {
+			for e := range ti.byKey.all {
 				if w.filter.matches(e.key) {
 					w.snapshot = append(w.snapshot, e.res)
 				}
@@ -220,7 +220,7 @@ func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
 			}
 			pos++
 			w.lastRev = e.rev
-			if e.typ == w.typ && w.filter.matches(e.key) {
+			if e.feed == w.feed && w.filter.matches(e.key()) { // one feed per type
 				w.pos.Store(pos)
 				w.idleSince = time.Time{}
 				return e.ev, nil

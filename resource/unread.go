@@ -1,0 +1,28 @@
+package resource
+
+import "google.golang.org/grpc"
+
+// ResponseUnread returns a call option for Write and WriteStatus by which
+// the caller promises not to read the response: a client may then return a
+// response without its resource (Resource nil) and skip the copy it would
+// otherwise make for the caller. The in-process client honours it; a gRPC
+// connection ignores it (the response is decoded from the wire anyway), so
+// code that wraps a client must not count on either.
+//
+// It changes nothing on the server: what is stored and sent on watches is
+// the same. reconcile.Runtime.WriteStatus, which reports only whether it
+// wrote, passes it.
+func ResponseUnread() grpc.CallOption { return responseUnread{} }
+
+// responseUnread is the option ResponseUnread returns.
+type responseUnread struct{ grpc.EmptyCallOption }
+
+// IsResponseUnread reports whether opts hold ResponseUnread.
+func IsResponseUnread(opts []grpc.CallOption) bool {
+	for _, o := range opts {
+		if _, ok := o.(responseUnread); ok {
+			return true
+		}
+	}
+	return false
+}
