@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage/internal/eventq"
 )
@@ -132,8 +133,9 @@ func (cu *catchUp) run(ctx context.Context, b *Backend, f *feed, q query, from i
 		reached := resp.Header.Revision
 		if !resp.IsProgressNotify() {
 			items = items[:0]
+			var d pbdecode.RangeDecoder // see feed.follow
 			for _, ev := range resp.Events {
-				it, ok, err := translate(q, ev)
+				it, ok, err := translate(&d, q, ev)
 				if err != nil {
 					cu.q.End(err)
 					return
@@ -186,7 +188,7 @@ func (cu *catchUp) stop() {
 
 // translate turns an etcd event into a watch item, ok false when the query
 // does not select its key.
-func translate(q query, ev *clientv3.Event) (item, bool, error) {
+func translate(d *pbdecode.RangeDecoder, q query, ev *clientv3.Event) (item, bool, error) {
 	kv := ev.Kv
 	if !q.exact {
 		tk, ok := q.split(kv.Key)
@@ -196,7 +198,7 @@ func translate(q query, ev *clientv3.Event) (item, bool, error) {
 	}
 	switch ev.Type {
 	case mvccpb.PUT:
-		res, err := decode(kv)
+		res, err := decodeWith(d, kv)
 		if err != nil {
 			return item{}, false, err
 		}
@@ -205,7 +207,7 @@ func translate(q query, ev *clientv3.Event) (item, bool, error) {
 		if ev.PrevKv == nil {
 			return item{}, false, fmt.Errorf("%w: key %q at revision %d", errNoPrevKV, kv.Key, kv.ModRevision)
 		}
-		res, err := decode(ev.PrevKv)
+		res, err := decodeWith(d, ev.PrevKv)
 		if err != nil {
 			return item{}, false, err
 		}

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage"
@@ -269,8 +270,11 @@ func (f *feed) follow(ctx context.Context, from int64, bo backoff.BackOff) (int6
 			continue
 		}
 		batch = batch[:0]
+		// One response's resources share equal Types, Tenancies and
+		// metadata maps (immutable, as everything stored).
+		var d pbdecode.RangeDecoder
 		for _, ev := range resp.Events {
-			e, ok, err := f.translate(ev)
+			e, ok, err := f.translate(&d, ev)
 			if err != nil {
 				f.fail(err)
 				return from, nil
@@ -297,7 +301,7 @@ func (f *feed) follow(ctx context.Context, from int64, bo backoff.BackOff) (int6
 
 // translate decodes an etcd event of a resource key into an entry; ok is
 // false for a key that is not a resource's.
-func (f *feed) translate(ev *clientv3.Event) (*feedEntry, bool, error) {
+func (f *feed) translate(d *pbdecode.RangeDecoder, ev *clientv3.Event) (*feedEntry, bool, error) {
 	kv := ev.Kv
 	typ, tk, ok := f.b.keys.splitResource(kv.Key)
 	if !ok {
@@ -306,7 +310,7 @@ func (f *feed) translate(ev *clientv3.Event) (*feedEntry, bool, error) {
 	e := &feedEntry{rev: kv.ModRevision, typ: typ, tk: tk}
 	switch ev.Type {
 	case mvccpb.PUT:
-		res, err := decode(kv)
+		res, err := decodeWith(d, kv)
 		if err != nil {
 			return nil, false, err
 		}
@@ -316,7 +320,7 @@ func (f *feed) translate(ev *clientv3.Event) (*feedEntry, bool, error) {
 		if ev.PrevKv == nil {
 			return nil, false, fmt.Errorf("%w: key %q at revision %d", errNoPrevKV, kv.Key, kv.ModRevision)
 		}
-		res, err := decode(ev.PrevKv)
+		res, err := decodeWith(d, ev.PrevKv)
 		if err != nil {
 			return nil, false, err
 		}

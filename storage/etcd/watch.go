@@ -134,15 +134,10 @@ func (b *Backend) resumable(ctx context.Context, q query, since int64) (cur int6
 // a watch that hands out NewSnapshot (if newSnapshot), the snapshot,
 // EndOfSnapshot at R, then the changes from R+1 on.
 func (b *Backend) snapshotWatch(ctx context.Context, q query, opts storage.WatchOptions, newSnapshot bool) (storage.Watch, error) {
-	resp, err := b.get(ctx, storage.EventualConsistency, q.rangePrefix, clientv3.WithPrefix())
+	snap, rev, err := b.readRange(ctx, storage.EventualConsistency, q)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := q.collect(resp.Kvs)
-	if err != nil {
-		return nil, err
-	}
-	rev := resp.Header.Revision
 	if b.beforeWatch != nil {
 		b.beforeWatch(rev)
 	}
