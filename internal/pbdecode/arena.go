@@ -1,6 +1,8 @@
 package pbdecode
 
 import (
+	"encoding/binary"
+	"strings"
 	"unsafe"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -17,7 +19,21 @@ type fixups struct {
 	meta   []metaFix
 	status []statusFix
 	size   int
+
+	// sharedMeta holds metadata maps by the encoding of their entries
+	// (metaKey), shared by the resources of a Decoder's stream whose
+	// metadata is the same; key is scratch space for that encoding.
+	sharedMeta map[string]map[string]string
+	key        []byte
 }
+
+// Bounds of a Decoder's shared metadata maps: at most maxSharedMaps maps,
+// each of entries encoded in at most maxSharedMetaKey bytes (so at most
+// 256 KiB per stream).
+const (
+	maxSharedMaps    = 1024
+	maxSharedMetaKey = 256
+)
 
 type strFix struct {
 	dst *string
@@ -71,9 +87,52 @@ func (f *fixups) statusEntry(res *pbresource.Resource, k string, st *pbresource.
 	f.size += len(k)
 }
 
+// shareMetadata gives each resource with metadata a map shared with the
+// stream's earlier resources of the same metadata (maps held by the cache
+// never change, see the resource package doc), and drops their entries
+// from f.meta. Metadata it cannot share (too large, or the bound reached)
+// stays for finish to copy.
+func (f *fixups) shareMetadata() {
+	kept := f.meta[:0]
+	for i := 0; i < len(f.meta); {
+		res := f.meta[i].res
+		j, size := i, 0
+		f.key = f.key[:0]
+		for ; j < len(f.meta) && f.meta[j].res == res; j++ {
+			m := f.meta[j]
+			size += len(m.k) + len(m.v)
+			f.key = binary.AppendUvarint(f.key, uint64(len(m.k)))
+			f.key = append(f.key, m.k...)
+			f.key = binary.AppendUvarint(f.key, uint64(len(m.v)))
+			f.key = append(f.key, m.v...)
+		}
+		if shared, ok := f.sharedMeta[string(f.key)]; ok {
+			res.Metadata = shared
+			f.size -= size
+		} else if len(f.key) <= maxSharedMetaKey && len(f.sharedMeta) < maxSharedMaps {
+			shared := make(map[string]string, j-i)
+			for _, m := range f.meta[i:j] {
+				shared[strings.Clone(m.k)] = strings.Clone(m.v)
+			}
+			if f.sharedMeta == nil {
+				f.sharedMeta = make(map[string]map[string]string)
+			}
+			f.sharedMeta[string(f.key)] = shared
+			res.Metadata = shared
+			f.size -= size
+		} else {
+			kept = append(kept, f.meta[i:j]...)
+		}
+		i = j
+	}
+	clear(f.meta[len(kept):])
+	f.meta = kept
+}
+
 // finish copies what the fixups hold into the arena and points the
 // messages at it.
 func (f *fixups) finish() {
+	f.shareMetadata()
 	arena := make([]byte, 0, f.size)
 	put := func(src string) string {
 		if src == "" {

@@ -136,11 +136,21 @@ func (d *Decoder) fastWatchEvent(b []byte, ev *pbresource.WatchEvent) bool {
 	}
 	d.fix.finish()
 	if num == pblayout.WatchEventUpsert {
-		ev.Event = &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: res}}
+		// The oneof case and its message in one allocation.
+		u := new(upsertEvent)
+		u.upsert.Resource = res
+		u.event.Upsert = &u.upsert
+		ev.Event = &u.event
 	} else {
 		ev.Event = &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{Resource: res, Version: version}}
 	}
 	return true
+}
+
+// upsertEvent is an Upsert event's oneof case and message.
+type upsertEvent struct {
+	event  pbresource.WatchEvent_Upsert_
+	upsert pbresource.WatchEvent_Upsert
 }
 
 // onlyVersion reads what is left of r: nothing, or the string field num
@@ -269,15 +279,9 @@ func readType(r *fieldReader, in *interner) (*pbresource.Type, bool) {
 		s := pblayout.TypeStrings(t)
 		return t, readStrings(r, s[:])
 	}
-	if r.fix == nil {
-		// A RangeDecoder's: the same encoding gives the same Type.
-		return internRaw(r, &in.rawTypes, typeFields[:], in.typ)
-	}
-	k, ok := readKey(r, typeFields[:])
-	if !ok {
-		return nil, false
-	}
-	return in.typ(k), true
+	// The same encoding gives the same Type. A Decoder (r.fix set) reads
+	// gRPC's buffer, which is reused: its keys are copies.
+	return internRaw(r, &in.rawTypes, typeFields[:], in.typ, r.fix != nil)
 }
 
 // readTenancy reads a Tenancy, from in if there is one and into a message
@@ -288,14 +292,7 @@ func readTenancy(r *fieldReader, in *interner) (*pbresource.Tenancy, bool) {
 		s := pblayout.TenancyStrings(t)
 		return t, readStrings(r, s[:])
 	}
-	if r.fix == nil {
-		return internRaw(r, &in.rawTenancies, tenancyFields[:], in.tenancy)
-	}
-	k, ok := readKey(r, tenancyFields[:])
-	if !ok {
-		return nil, false
-	}
-	return in.tenancy(k), true
+	return internRaw(r, &in.rawTenancies, tenancyFields[:], in.tenancy, r.fix != nil)
 }
 
 // typeFields and tenancyFields tell the string fields of a Type and a
@@ -305,17 +302,9 @@ var (
 	tenancyFields = pblayout.TenancyStrings(new(pbresource.Tenancy))
 )
 
-// readKey reads a message of the string fields that fields marks, into an
-// array indexed by field number. The strings are views of the input.
-func readKey(parent *fieldReader, fields []*string) (key internKey, ok bool) {
-	r, ok := parent.sub()
-	if !ok {
-		return key, false
-	}
-	return readKeyFields(&r, fields)
-}
-
-// readKeyFields is readKey on the reader of the message itself.
+// readKeyFields reads a message of the string fields that fields marks,
+// from the reader of the message itself, into an array indexed by field
+// number. The strings are views of the input.
 func readKeyFields(r *fieldReader, fields []*string) (key internKey, ok bool) {
 	var seen uint8
 	for {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -375,6 +377,56 @@ func TestWatchEventSharesTypeAndTenancy(t *testing.T) {
 	}
 	if a.Id.Tenancy == c.Id.Tenancy {
 		t.Error("different Tenancies are shared")
+	}
+}
+
+func TestWatchEventSharesMetadata(t *testing.T) {
+	var d Decoder
+	decode := func(name string, meta map[string]string) *pbresource.Resource {
+		t.Helper()
+		ev := &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Upsert_{Upsert: &pbresource.WatchEvent_Upsert{Resource: &pbresource.Resource{
+			Id:       &pbresource.ID{Name: name, Type: &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "K"}},
+			Metadata: meta,
+		}}}}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := new(pbresource.WatchEvent)
+		if err := d.WatchEvent(b, got); err != nil {
+			t.Fatal(err)
+		}
+		clear(b) // the decoded resource keeps nothing of it
+		if !proto.Equal(got, ev) {
+			t.Fatalf("decoded %v, want %v", got, ev)
+		}
+		return got.GetUpsert().GetResource()
+	}
+	same := func(x, y map[string]string) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	a := decode("a", map[string]string{"team": "x", "tier": "1"})
+	b := decode("b", map[string]string{"team": "x", "tier": "1"})
+	c := decode("c", map[string]string{"team": "x", "tier": "2"})
+	// "ab"+"" and "a"+"b" must not be taken for one another.
+	e := decode("e", map[string]string{"ab": ""})
+	f := decode("f", map[string]string{"a": "b"})
+	big := decode("big", map[string]string{"k": strings.Repeat("v", maxSharedMetaKey)})
+	big2 := decode("big2", map[string]string{"k": strings.Repeat("v", maxSharedMetaKey)})
+	if !same(a.Metadata, b.Metadata) {
+		t.Error("equal metadata is not shared")
+	}
+	if same(a.Metadata, c.Metadata) || same(e.Metadata, f.Metadata) {
+		t.Error("different metadata is shared")
+	}
+	if same(big.Metadata, big2.Metadata) {
+		t.Error("metadata over the size bound is shared")
+	}
+	for i := range maxSharedMaps + 10 {
+		decode("n", map[string]string{"i": strconv.Itoa(i)})
+	}
+	if n := len(d.fix.sharedMeta); n > maxSharedMaps {
+		t.Errorf("%d shared metadata maps, want at most %d", n, maxSharedMaps)
 	}
 }
 

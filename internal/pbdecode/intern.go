@@ -19,10 +19,11 @@ const maxInterned = 4096
 type interner struct {
 	types     map[internKey]*pbresource.Type
 	tenancies map[internKey]*pbresource.Tenancy
-	// A RangeDecoder's also finds its Types and Tenancies by their
-	// encoding (see internRaw) and its metadata maps by the encoding of
-	// their entries (see readSharedMetadata). The keys are views of the
-	// input, which the decoded resources keep anyway.
+	// Types and Tenancies are also found by their encoding (see
+	// internRaw); a RangeDecoder's metadata maps by the encoding of their
+	// entries (see readSharedMetadata). A RangeDecoder's keys are views of
+	// the input, which the decoded resources keep anyway; a Decoder's are
+	// copies (its input is gRPC's buffer, reused after each message).
 	rawTypes     map[string]*pbresource.Type
 	rawTenancies map[string]*pbresource.Tenancy
 	meta         map[string]map[string]string
@@ -31,8 +32,9 @@ type interner struct {
 // internRaw reads the message field of string fields (a Type or a
 // Tenancy: fields marks them) that r is at and returns the interned
 // message, found first by its encoding in *raw, then by its fields
-// through intern.
-func internRaw[M any](r *fieldReader, raw *map[string]*M, fields []*string, intern func(internKey) *M) (*M, bool) {
+// through intern. A new key is a view of r's input, or a copy if
+// copyKey.
+func internRaw[M any](r *fieldReader, raw *map[string]*M, fields []*string, intern func(internKey) *M, copyKey bool) (*M, bool) {
 	sub, ok := r.sub()
 	if !ok {
 		return nil, false
@@ -49,6 +51,9 @@ func internRaw[M any](r *fieldReader, raw *map[string]*M, fields []*string, inte
 	if len(*raw) < maxInterned {
 		if *raw == nil {
 			*raw = make(map[string]*M)
+		}
+		if copyKey {
+			enc = strings.Clone(enc)
 		}
 		(*raw)[enc] = m
 	}
