@@ -384,8 +384,11 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 			h.addWatch(rec)
 		}
 		wctx, cancel := context.WithCancel(ctx)
+		// Odd watchers ask for batches of events, as the Manager's cache
+		// does (a server sends them over gRPC only), and read them one
+		// by one.
 		stream, err := client.WatchList(wctx, &pbresource.WatchListRequest{
-			Type: copyType(ex.typ), Tenancy: ex.ten(), SinceVersion: resume,
+			Type: copyType(ex.typ), Tenancy: ex.ten(), SinceVersion: resume, BatchEvents: id%2 == 1,
 		})
 		if err != nil {
 			rec.End = err.Error()
@@ -394,6 +397,7 @@ func runWatcher(ctx context.Context, client pbresource.ResourceServiceClient, ex
 			time.Sleep(10 * time.Millisecond) // a pause before watching again, not a wait for a condition
 			continue
 		}
+		stream = pbresource.Unbatched(stream)
 		breakAfter := rng.IntN(300) // events until the stream is broken off; -1: never
 		var delay []time.Duration   // the slow reader's delays, drawn here: rng is not shared
 		if slow {
