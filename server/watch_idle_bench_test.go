@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/idlewatchers"
 )
 
 // BenchmarkIdleWatchersServer is the idle-watchers workload against a real
@@ -73,6 +73,6 @@ func benchIdleServer(b *testing.B, bin string, watchers int) {
 	case <-time.After(30 * time.Second):
 		b.Fatal("the server did not log its address")
 	}
-	benchutil.IdleWatchers{Addr: addr, PID: cmd.Process.Pid, Watchers: watchers, Writes: writes, Names: names}.Run(ctx, b)
+	idlewatchers.Workload{Addr: addr, PID: cmd.Process.Pid, Watchers: watchers, Writes: writes, Names: names}.Run(ctx, b)
 	b.StartTimer()
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/idlewatchers"
 	"github.com/loomrt/loom/storage/etcd/etcdtest"
 )
 
@@ -94,7 +94,7 @@ func benchIdleEtcd(b *testing.B, bin string, watchers int) {
 	case <-time.After(30 * time.Second):
 		b.Fatal("the server did not become leader")
 	}
-	benchutil.IdleWatchers{Addr: addr, PID: cmd.Process.Pid, Watchers: watchers, Writes: writes, Names: names}.Run(ctx, b)
+	idlewatchers.Workload{Addr: addr, PID: cmd.Process.Pid, Watchers: watchers, Writes: writes, Names: names}.Run(ctx, b)
 	b.ReportMetric(float64(lost.Load()), "lease-lost")
 	b.StartTimer()
 }

@@ -1,4 +1,7 @@
-package benchutil
+// Package idlewatchers is the idle-watchers workload of the benchmarks
+// against a server process (issue 11): watchers that stop reading while
+// writes go on.
+package idlewatchers
 
 import (
 	"context"
@@ -19,13 +22,13 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
-// IdleWatchers is the idle-watchers workload (issue 11) against a running
+// Workload is the idle-watchers workload against a running
 // Loom server process that serves the example types: Watchers WatchList
 // clients of Bars, on 10 connections with gRPC's fixed 64 KiB stream
 // window, read their EndOfSnapshot and stop reading; then 4 client
 // goroutines on another connection make Writes small unconditional writes
 // of Bars (Names of them: creates, then updates).
-type IdleWatchers struct {
+type Workload struct {
 	Addr     string // the server's gRPC address
 	PID      int    // the server's process, whose memory is measured
 	Watchers int
@@ -37,7 +40,7 @@ type IdleWatchers struct {
 // reports the write rate (writes/s), how much the server's RSS grew from
 // before the watchers connected to after the last write (rss-MB), and its
 // high-water mark (hwm-MB).
-func (w IdleWatchers) Run(ctx context.Context, b *testing.B) {
+func (w Workload) Run(ctx context.Context, b *testing.B) {
 	const (
 		conns   = 10
 		writers = 4
