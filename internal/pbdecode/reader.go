@@ -24,6 +24,11 @@ func (r *fieldReader) next() (num protowire.Number, typ protowire.Type, more, ba
 	if r.pos >= len(r.buf) {
 		return 0, 0, false, false
 	}
+	if b := r.buf[r.pos]; b < 0x80 && b >= 8 {
+		// A one-byte tag (field numbers 1 to 15): most of them.
+		r.pos++
+		return protowire.Number(b >> 3), protowire.Type(b & 7), true, false
+	}
 	num, typ, n := protowire.ConsumeTag(r.buf[r.pos:])
 	if n < 0 {
 		return 0, 0, false, true
@@ -34,6 +39,17 @@ func (r *fieldReader) next() (num protowire.Number, typ protowire.Type, more, ba
 
 // bytes consumes a length-delimited field and returns its range in buf.
 func (r *fieldReader) bytes() (start, end int, ok bool) {
+	if r.pos < len(r.buf) {
+		if l := int(r.buf[r.pos]); l < 0x80 {
+			// A one-byte length: most fields.
+			start, end = r.pos+1, r.pos+1+l
+			if end > len(r.buf) {
+				return 0, 0, false
+			}
+			r.pos = end
+			return start, end, true
+		}
+	}
 	v, n := protowire.ConsumeBytes(r.buf[r.pos:])
 	if n < 0 {
 		return 0, 0, false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,13 +11,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
@@ -206,31 +202,6 @@ func encode(res *pbresource.Resource, uid string) (value []byte, idLen int, err 
 		Data:       res.Data,
 	})
 	return value, idLen, err
-}
-
-// decode returns the resource stored in kv, with its Version.
-func decode(kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
-	return decodeWith(nil, kv)
-}
-
-// decodeWith is decode with the RangeDecoder of a read of many, if d is not
-// nil.
-func decodeWith(d *pbdecode.RangeDecoder, kv *mvccpb.KeyValue) (*pbresource.Resource, error) {
-	var res *pbresource.Resource
-	var err error
-	if d != nil {
-		res, err = d.Resource(kv.Value)
-	} else {
-		res, err = unmarshalResource(kv.Value)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("etcd: decoding the resource stored under %q: %w", kv.Key, err)
-	}
-	if res.Id == nil || res.Id.Type == nil {
-		return nil, fmt.Errorf("etcd: the value under %q is not a resource", kv.Key)
-	}
-	res.Version = strconv.FormatInt(kv.ModRevision, 10)
-	return res, nil
 }
 
 // get reads the keys op selects. An eventually consistent read is served
@@ -742,49 +713,6 @@ func (b *Backend) List(ctx context.Context, consistency storage.ReadConsistency,
 	}
 	res, _, err := b.readRange(ctx, consistency, q)
 	return res, err
-}
-
-// parallelDecodeMin is the least number of values decodeAll spreads over
-// several goroutines.
-const parallelDecodeMin = 1024
-
-// decodeAll decodes kvs, on up to GOMAXPROCS goroutines when there are
-// many: decoding is most of the cost of a large List or WatchList
-// snapshot.
-func decodeAll(kvs []*mvccpb.KeyValue) ([]*pbresource.Resource, error) {
-	out := make([]*pbresource.Resource, len(kvs))
-	workers := min(runtime.GOMAXPROCS(0), len(kvs)/parallelDecodeMin)
-	if workers <= 1 {
-		var d pbdecode.RangeDecoder
-		for i, kv := range kvs {
-			res, err := decodeWith(&d, kv)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = res
-		}
-		return out, nil
-	}
-	var g errgroup.Group
-	chunk := (len(kvs) + workers - 1) / workers
-	for start := 0; start < len(kvs); start += chunk {
-		end := min(start+chunk, len(kvs))
-		g.Go(func() error {
-			var d pbdecode.RangeDecoder
-			for i := start; i < end; i++ {
-				res, err := decodeWith(&d, kvs[i])
-				if err != nil {
-					return err
-				}
-				out[i] = res
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // OwnerReferences returns the IDs of the resources whose owner is id (Uid

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage/internal/eventq"
 )
@@ -132,21 +132,14 @@ func (cu *catchUp) run(ctx context.Context, b *Backend, f *feed, q query, from i
 		}
 		reached := resp.Header.Revision
 		if !resp.IsProgressNotify() {
-			items = items[:0]
-			var d pbdecode.RangeDecoder // see feed.follow
-			for _, ev := range resp.Events {
-				it, ok, err := translate(&d, q, ev)
-				if err != nil {
-					cu.q.End(err)
-					return
-				}
-				if ok {
-					items = append(items, it)
-				}
-			}
 			n := len(resp.Events)
 			if n == 0 {
 				continue
+			}
+			var err error
+			if items, err = translateAll(items[:0], q, resp.Events); err != nil {
+				cu.q.End(err)
+				return
 			}
 			reached = resp.Events[n-1].Kv.ModRevision
 			from = reached + 1
@@ -186,9 +179,46 @@ func (cu *catchUp) stop() {
 	<-cu.done
 }
 
+// translateAll appends to items the items of the events q selects, in
+// order. One response's resources share equal Types, Tenancies, metadata
+// maps and versions (see rangeDecoder); a large response (a catch-up
+// replays history in responses of up to thousands of events) is decoded
+// on several goroutines (see decodeChunks).
+func translateAll(items []item, q query, events []*clientv3.Event) ([]item, error) {
+	start := len(items)
+	items = slices.Grow(items, len(events))[:start+len(events)]
+	out := items[start:]
+	err := decodeChunks(len(events), func(d *rangeDecoder, from, to int) error {
+		for i := from; i < to; i++ {
+			it, ok, err := translate(d, q, events[i])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				it = item{}
+			}
+			out[i] = it
+		}
+		return nil
+	})
+	if err != nil {
+		clear(out)
+		return items[:start], err
+	}
+	kept := start
+	for _, it := range out {
+		if it.ev != nil {
+			items[kept] = it
+			kept++
+		}
+	}
+	clear(items[kept:])
+	return items[:kept], nil
+}
+
 // translate turns an etcd event into a watch item, ok false when the query
 // does not select its key.
-func translate(d *pbdecode.RangeDecoder, q query, ev *clientv3.Event) (item, bool, error) {
+func translate(d *rangeDecoder, q query, ev *clientv3.Event) (item, bool, error) {
 	kv := ev.Kv
 	if !q.exact {
 		tk, ok := q.split(kv.Key)

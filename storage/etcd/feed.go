@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/loomrt/loom/internal/pbdecode"
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage"
@@ -272,7 +271,7 @@ func (f *feed) follow(ctx context.Context, from int64, bo backoff.BackOff) (int6
 		batch = batch[:0]
 		// One response's resources share equal Types, Tenancies and
 		// metadata maps (immutable, as everything stored).
-		var d pbdecode.RangeDecoder
+		var d rangeDecoder
 		for _, ev := range resp.Events {
 			e, ok, err := f.translate(&d, ev)
 			if err != nil {
@@ -301,7 +300,7 @@ func (f *feed) follow(ctx context.Context, from int64, bo backoff.BackOff) (int6
 
 // translate decodes an etcd event of a resource key into an entry; ok is
 // false for a key that is not a resource's.
-func (f *feed) translate(d *pbdecode.RangeDecoder, ev *clientv3.Event) (*feedEntry, bool, error) {
+func (f *feed) translate(d *rangeDecoder, ev *clientv3.Event) (*feedEntry, bool, error) {
 	kv := ev.Kv
 	typ, tk, ok := f.b.keys.splitResource(kv.Key)
 	if !ok {
