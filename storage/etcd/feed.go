@@ -93,9 +93,9 @@ type typeFeed struct {
 }
 
 // feedEntryOverhead estimates, in bytes, what an entry keeps alive beyond
-// twice its etcd value (the value, which the decoded resource's data
-// shares, and the decoded strings): the entry, its event's messages and
-// the fixed part of the resource's messages.
+// its etcd key and value (the decoded resource's strings and data share
+// the value): the entry, its event's messages and the fixed part of the
+// resource's messages.
 const feedEntryOverhead = 768
 
 // feedSeq numbers feeds, so that each one's etcd watch has a gRPC stream
@@ -314,7 +314,7 @@ func (f *feed) translate(d *rangeDecoder, ev *clientv3.Event) (*feedEntry, bool,
 			return nil, false, err
 		}
 		e.ev = eventq.NewEvent(res, false, "")
-		e.size = int64(len(kv.Key)+2*len(kv.Value)) + feedEntryOverhead
+		e.size = int64(len(kv.Key)+len(kv.Value)) + feedEntryOverhead
 	case mvccpb.DELETE:
 		if ev.PrevKv == nil {
 			return nil, false, fmt.Errorf("%w: key %q at revision %d", errNoPrevKV, kv.Key, kv.ModRevision)
@@ -324,7 +324,7 @@ func (f *feed) translate(d *rangeDecoder, ev *clientv3.Event) (*feedEntry, bool,
 			return nil, false, err
 		}
 		e.ev = eventq.NewEvent(res, true, strconv.FormatInt(kv.ModRevision, 10))
-		e.size = int64(len(kv.Key)+2*len(ev.PrevKv.Value)) + feedEntryOverhead
+		e.size = int64(len(kv.Key)+len(ev.PrevKv.Value)) + feedEntryOverhead
 	default:
 		return nil, false, fmt.Errorf("etcd: unknown event type %v", ev.Type)
 	}
