@@ -28,9 +28,9 @@ import (
 // Resources the List returns at the snapshot's version are taken from the
 // snapshot (decoded compactly from the stream). A server without List
 // (Unimplemented) cannot be confirmed against: its snapshot is taken as it
-// is. The List asks for pages of confirmPageSize, which a server that
-// pages (any of them consistent at one version) keeps each reply well
-// under the message size limit with; Consul ignores it and sends all.
+// is. The List asks for pages of confirmPageSize, so a server that pages
+// (all pages consistent at one version) keeps each reply well under the
+// message size limit; Consul ignores page_size and sends everything.
 func (w *cacheWatcher) confirm(ctx context.Context, typ *pbresource.Type, snapshot []*pbresource.Resource) ([]*pbresource.Resource, uint64, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	req := &pbresource.ListRequest{
