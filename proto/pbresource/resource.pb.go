@@ -912,7 +912,21 @@ func (x *ListResponse) GetVersion() string {
 type ListByOwnerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Owner whose resources to list.
-	Owner         *ID `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner *ID `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// PageSize, when not 0, asks for at most this many resources in the
+	// response, and a next_page_token when more follow (Loom only; Consul
+	// ignores it and answers with every resource and no token). Above the
+	// server's maximum (10,000) it is InvalidArgument. 0 with no page_token is
+	// one response with every resource, as before. Pages are ordered by the
+	// owned resources' type (group, kind), then tenancy and name.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// PageToken continues a listing: the next_page_token of the previous
+	// page, sent with the same owner, Uid included (else InvalidArgument).
+	// Every page of one listing is consistent at the listing's version. A
+	// token the store no longer has the version of (compacted, or out of the
+	// in-memory event log) is Aborted: list again from the first page. A
+	// malformed token is InvalidArgument.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -954,11 +968,33 @@ func (x *ListByOwnerRequest) GetOwner() *ID {
 	return nil
 }
 
+func (x *ListByOwnerRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListByOwnerRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListByOwnerResponse is the output of ListByOwner.
 type ListByOwnerResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resources owned by the owner.
-	Resources     []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	Resources []*Resource `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// NextPageToken, when not empty, is the page_token of the next page;
+	// empty on the last page (a page may be empty while a token is set).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Version is the store version the listing is consistent at: every page
+	// of one listing holds exactly the resources the owner owned at this
+	// version, as they were stored then. Empty when the backend cannot tell
+	// (it does not list owned resources in pages).
+	Version       string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -998,6 +1034,20 @@ func (x *ListByOwnerResponse) GetResources() []*Resource {
 		return x.Resources
 	}
 	return nil
+}
+
+func (x *ListByOwnerResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListByOwnerResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 // WriteRequest is the input of Write.
@@ -2031,11 +2081,16 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"\fListResponse\x12A\n" +
 	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"I\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\"\x85\x01\n" +
 	"\x12ListByOwnerRequest\x123\n" +
-	"\x05owner\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x05owner\"X\n" +
+	"\x05owner\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x05owner\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x9a\x01\n" +
 	"\x13ListByOwnerResponse\x12A\n" +
-	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\"O\n" +
+	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\"O\n" +
 	"\fWriteRequest\x12?\n" +
 	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\"P\n" +
 	"\rWriteResponse\x12?\n" +

@@ -68,7 +68,8 @@ type ResourceServiceClient interface {
 	// consistent.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// ListByOwner returns the resources owned by a resource. Eventually
-	// consistent.
+	// consistent; with page_size or page_token, in pages consistent at one
+	// store version (Loom only).
 	ListByOwner(ctx context.Context, in *ListByOwnerRequest, opts ...grpc.CallOption) (*ListByOwnerResponse, error)
 	// Delete removes a resource. Deleting a missing resource succeeds. With
 	// Version set the delete is a compare-and-swap (Aborted on mismatch); a
@@ -213,7 +214,8 @@ type ResourceServiceServer interface {
 	// consistent.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// ListByOwner returns the resources owned by a resource. Eventually
-	// consistent.
+	// consistent; with page_size or page_token, in pages consistent at one
+	// store version (Loom only).
 	ListByOwner(context.Context, *ListByOwnerRequest) (*ListByOwnerResponse, error)
 	// Delete removes a resource. Deleting a missing resource succeeds. With
 	// Version set the delete is a compare-and-swap (Aborted on mismatch); a
