@@ -341,16 +341,30 @@ func (e GroupVersionMismatchError) Error() string {
 		e.RequestedType.GetGroupVersion(), e.Stored.GetId().GetType().GetGroupVersion())
 }
 
-// PageKey is a resource's place within its type: its partition, namespace
-// and name. A page ends at one, and the next page starts after it.
+// PageKey is a resource's place within a listing: its partition, namespace
+// and name, after its type in a listing of several types (an owner's
+// resources). A page ends at one, and the next page starts after it.
 type PageKey struct {
+	// Type is the resource's type in an owner listing
+	// (OwnerPagedLister); empty in a listing of one type (PagedLister),
+	// whose keys ignore it.
+	Type UnversionedType
+
 	Partition, Namespace, Name string
 }
 
-// PageKeyOf returns the place of id within its type.
+// PageKeyOf returns the place of id within its type (Type left empty).
 func PageKeyOf(id *pbresource.ID) PageKey {
 	t := id.GetTenancy()
 	return PageKey{Partition: t.GetPartition(), Namespace: t.GetNamespace(), Name: id.GetName()}
+}
+
+// OwnedPageKeyOf returns the place of id in an owner listing: its type,
+// then its place within the type.
+func OwnedPageKeyOf(id *pbresource.ID) PageKey {
+	k := PageKeyOf(id)
+	k.Type = UnversionedTypeFrom(id.GetType())
+	return k
 }
 
 // PageRequest says which page ListPage returns.
@@ -399,6 +413,27 @@ type PagedLister interface {
 	// Version the store no longer has gives ErrVersionGone, one it never
 	// issued ErrFutureVersion, one that is not a version ErrInvalidVersion.
 	ListPage(ctx context.Context, resType UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, req PageRequest) (Page, error)
+}
+
+// OwnerPagedLister is a Backend that lists the resources an owner owns in
+// pages consistent at one version, as PagedLister lists a type. The server
+// uses it for a paged ListByOwner when the backend implements it;
+// otherwise such a ListByOwner is answered in one page.
+type OwnerPagedLister interface {
+	// ListOwnedPage returns the resources whose Owner was owner (matched
+	// with its Uid, which must be set; the GroupVersion is ignored) at
+	// req.Version, as stored then, whose keys follow req.After, up to
+	// req.Limit. The keys are OwnedPageKeyOf's: the owned resources may
+	// be of any type.
+	//
+	// Pages follow the backend's key order, by type (Group, Kind), then
+	// tenancy and name, except that a backend may order the parts
+	// bytewise on their joined key (as ListPage may); paging with After
+	// and Last visits every owned resource exactly once whatever the
+	// order. The first page (empty Version) is at least as recent as the
+	// backend's monotonic reads (see OwnerReferences). Errors are
+	// ListPage's: ErrVersionGone, ErrFutureVersion, ErrInvalidVersion.
+	ListOwnedPage(ctx context.Context, owner *pbresource.ID, req PageRequest) (Page, error)
 }
 
 // StatusWriter is a Backend that writes one status of a stored resource

@@ -11,7 +11,9 @@
 // bookmarks; and for a storage.PagedLister (Pages/ tests, skipped for
 // others), that the pages of a listing are the store at one version under
 // racing writers, and that a version the backend no longer has is
-// storage.ErrVersionGone; and for a storage.StatusWriter (the
+// storage.ErrVersionGone; and for a storage.OwnerPagedLister (OwnedPages/
+// tests, skipped for others), the same of an owner's resources of several
+// types, under writers that also re-own them; and for a storage.StatusWriter (the
 // WriteStatusCAS test, skipped for others), status writes.
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
@@ -137,6 +139,9 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"Pages/ChangesBetween", s.testPagesChangesBetween},
 		{"Pages/RacingWriters", s.testPagesRacingWriters},
 		{"Pages/TooOld", s.testPagesTooOld},
+		{"OwnedPages/Basics", s.testOwnedPagesBasics},
+		{"OwnedPages/RacingWriters", s.testOwnedPagesRacingWriters},
+		{"OwnedPages/TooOld", s.testOwnedPagesTooOld},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

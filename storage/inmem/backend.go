@@ -52,7 +52,9 @@
 // ListPage (storage.PagedLister) serves pages of a listing at the version of
 // its first page by undoing, with the log, the changes made since: each log
 // entry keeps the resource its change replaced. A listing whose version has
-// left the log gets storage.ErrVersionGone.
+// left the log gets storage.ErrVersionGone. ListOwnedPage
+// (storage.OwnerPagedLister) does the same for an owner's resources, from
+// the owner index.
 //
 // WatchStats counts the open watches, how far behind they are and how many
 // were dropped, for metrics; it is read when asked.
@@ -168,6 +170,7 @@ var (
 	_ storage.Backend          = (*Backend)(nil)
 	_ storage.ResumableBackend = (*Backend)(nil)
 	_ storage.PagedLister      = (*Backend)(nil)
+	_ storage.OwnerPagedLister = (*Backend)(nil)
 	_ storage.StatusWriter     = (*Backend)(nil)
 )
 

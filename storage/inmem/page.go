@@ -1,6 +1,7 @@
 package inmem
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
@@ -53,54 +54,24 @@ func (b *Backend) ListPage(_ context.Context, resType storage.UnversionedType, t
 // listPage builds the page. ti (nil when the type has nothing stored) is
 // merged; the caller holds mu, so no change is published meanwhile.
 func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f filter, req storage.PageRequest) (storage.Page, error) {
-	cur := b.revision
-	v := cur
-	if req.Version != "" {
-		var err error
-		if v, err = strconv.ParseUint(req.Version, 10, 64); err != nil {
-			return storage.Page{}, storage.ErrInvalidVersion
-		}
-		if v > cur {
-			return storage.Page{}, storage.ErrFutureVersion
-		}
+	v, err := b.pageVersion(req.Version)
+	if err != nil {
+		return storage.Page{}, err
 	}
-	var after *rkey
+	// One type: keys leave the type out.
+	var after *pkey
 	if req.After != nil {
-		after = &rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}
+		after = &pkey{key: rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}}
 	}
-	selected := func(k rkey) bool {
-		return f.matches(k) && (after == nil || compareKeys(k, *after) > 0)
+	undo, err := b.undoSince(v, func(e *logEntry) (pkey, bool) {
+		k := pkey{key: e.key()}
+		return k, e.feed.typ == resType && f.matches(k.key) && (after == nil || comparePKeys(k, *after) > 0)
+	})
+	if err != nil {
+		return storage.Page{}, err
 	}
 
-	// What differs at v from now: the state before the oldest change after
-	// v of each key (nil: absent at v).
-	var undo map[rkey]*pbresource.Resource
-	if v < cur {
-		if b.log.tail.Load() > v+1 {
-			return storage.Page{}, storage.ErrVersionGone
-		}
-		undo = make(map[rkey]*pbresource.Resource)
-		for r := cur; r > v; r-- {
-			e := b.log.entry(r)
-			if e == nil {
-				return storage.Page{}, storage.ErrVersionGone
-			}
-			if e.feed.typ == resType {
-				if k := e.key(); selected(k) {
-					undo[k] = e.prev
-				}
-			}
-		}
-	}
-	undone := make([]*pbresource.Resource, 0, len(undo))
-	for _, res := range undo {
-		if res != nil {
-			undone = append(undone, res)
-		}
-	}
-	slices.SortFunc(undone, func(x, y *pbresource.Resource) int { return compareKeys(keyOf(x.Id), keyOf(y.Id)) })
-
-	if v == cur && after == nil && req.Limit == 0 {
+	if v == b.revision && after == nil && req.Limit == 0 {
 		// The whole listing now: List's.
 		var res []*pbresource.Resource
 		if ti != nil {
@@ -114,46 +85,199 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 		lo, hi, _ := ti.bounds(f)
 		cands = ti.sorted[lo:hi]
 		if after != nil {
-			cands = cands[sort.Search(len(cands), func(i int) bool { return compareKeys(cands[i].key, *after) > 0 }):]
+			cands = cands[sort.Search(len(cands), func(i int) bool { return compareKeys(cands[i].key, after.key) > 0 }):]
 		}
 	}
+	return mergePage(len(cands), func(i int) (pkey, *pbresource.Resource, bool) {
+		e := cands[i]
+		return pkey{key: e.key}, e.res, f.matches(e.key)
+	}, undo, v, req.Limit), nil
+}
 
-	// Merge the current entries that no change after v touched with the
-	// undone states, in key order.
+// pkey is a resource's key in a page: its type (left empty in a listing of
+// one type) and its key within the type.
+type pkey struct {
+	typ storage.UnversionedType
+	key rkey
+}
+
+func pkeyOf(id *pbresource.ID) pkey {
+	return pkey{typ: storage.UnversionedTypeFrom(id.GetType()), key: keyOf(id)}
+}
+
+func comparePKeys(a, b pkey) int {
+	if c := cmp.Compare(a.typ.Group, b.typ.Group); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.typ.Kind, b.typ.Kind); c != 0 {
+		return c
+	}
+	return compareKeys(a.key, b.key)
+}
+
+// pageVersion returns the revision a page with the given version is at:
+// the current one for an empty version. The caller holds mu.
+func (b *Backend) pageVersion(version string) (uint64, error) {
+	if version == "" {
+		return b.revision, nil
+	}
+	v, err := strconv.ParseUint(version, 10, 64)
+	if err != nil {
+		return 0, storage.ErrInvalidVersion
+	}
+	if v > b.revision {
+		return 0, storage.ErrFutureVersion
+	}
+	return v, nil
+}
+
+// undoSince returns what differs at revision v from now among the changes
+// pick selects: for each key a selected change after v touched, the state
+// before the oldest such change (nil: absent at v). It is nil when v is
+// the current revision, storage.ErrVersionGone when the log no longer has
+// every change after v. The caller holds mu.
+func (b *Backend) undoSince(v uint64, pick func(e *logEntry) (pkey, bool)) (map[pkey]*pbresource.Resource, error) {
+	cur := b.revision
+	if v == cur {
+		return nil, nil
+	}
+	if b.log.tail.Load() > v+1 {
+		return nil, storage.ErrVersionGone
+	}
+	undo := make(map[pkey]*pbresource.Resource)
+	for r := cur; r > v; r-- {
+		e := b.log.entry(r)
+		if e == nil {
+			return nil, storage.ErrVersionGone
+		}
+		if k, ok := pick(e); ok {
+			undo[k] = e.prev
+		}
+	}
+	return undo, nil
+}
+
+// mergePage returns the page at revision v holding, in key order, the n
+// candidates (cand(i) is the i-th current resource after the page's start,
+// in key order, and whether the query selects it) that no change after v
+// touched, merged with the non-nil states of undo (undoSince's, of keys
+// after the page's start), up to limit (0: no limit).
+func mergePage(n int, cand func(i int) (pkey, *pbresource.Resource, bool), undo map[pkey]*pbresource.Resource, v uint64, limit int) storage.Page {
+	type undone struct {
+		key pkey
+		res *pbresource.Resource
+	}
+	olds := make([]undone, 0, len(undo))
+	for k, res := range undo {
+		if res != nil {
+			olds = append(olds, undone{k, res})
+		}
+	}
+	slices.SortFunc(olds, func(x, y undone) int { return comparePKeys(x.key, y.key) })
+
 	page := storage.Page{Version: strconv.FormatUint(v, 10)}
-	limit := req.Limit
-	if n := len(cands) + len(undone); limit == 0 || n < limit {
-		page.Resources = make([]*pbresource.Resource, 0, n)
+	if total := n + len(olds); limit == 0 || total < limit {
+		page.Resources = make([]*pbresource.Resource, 0, total)
 	} else {
 		page.Resources = make([]*pbresource.Resource, 0, limit)
 	}
+	var lastKey pkey
 	i, j := 0, 0
 	for {
-		for i < len(cands) {
-			if _, changed := undo[cands[i].key]; changed || !f.matches(cands[i].key) {
-				i++
-				continue
+		var ck pkey
+		var cres *pbresource.Resource
+		for ; i < n; i++ {
+			k, res, ok := cand(i)
+			if _, changed := undo[k]; ok && !changed {
+				ck, cres = k, res
+				break
 			}
-			break
 		}
 		var next *pbresource.Resource
+		var nk pkey
 		switch {
-		case i < len(cands) && (j == len(undone) || compareKeys(cands[i].key, keyOf(undone[j].Id)) < 0):
-			next = cands[i].res
+		case i < n && (j == len(olds) || comparePKeys(ck, olds[j].key) < 0):
+			next, nk = cres, ck
 			i++
-		case j < len(undone):
-			next = undone[j]
+		case j < len(olds):
+			next, nk = olds[j].res, olds[j].key
 			j++
 		default:
-			return page, nil
+			return page
 		}
 		if limit > 0 && len(page.Resources) == limit {
 			// One more exists: the page is full.
-			last := keyOf(page.Resources[limit-1].Id)
-			page.Last = storage.PageKey{Partition: last.partition, Namespace: last.namespace, Name: last.name}
+			page.Last = storage.PageKey{Type: lastKey.typ, Partition: lastKey.key.partition, Namespace: lastKey.key.namespace, Name: lastKey.key.name}
 			page.More = true
-			return page, nil
+			return page
 		}
 		page.Resources = append(page.Resources, next)
+		lastKey = nk
 	}
+}
+
+// ListOwnedPage returns one page of the resources owner owned at
+// req.Version (storage.OwnerPagedLister), ordered by type, then tenancy and
+// name.
+//
+// Like ListPage it rebuilds an older version with the log: the owner index
+// now, with every change after the version that touched the owner's
+// resources undone (a change whose previous or new state the owner owns:
+// a create, update or delete of an owned resource, or a change of its
+// owner). The owner index is a set, so each page sorts the owner's entries
+// after req.After: O(n log n) for an owner of n resources, under the
+// store's read lock.
+func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req storage.PageRequest) (storage.Page, error) {
+	if owner.GetType() == nil {
+		return storage.Page{}, errInvalidID
+	}
+	ok := ownerKeyOf(owner)
+	var after *pkey
+	if req.After != nil {
+		after = &pkey{typ: req.After.Type, key: rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}}
+	}
+	follows := func(k pkey) bool { return after == nil || comparePKeys(k, *after) > 0 }
+	owns := func(res *pbresource.Resource) bool {
+		return res != nil && res.Owner != nil && ownerKeyOf(res.Owner) == ok
+	}
+
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	v, err := b.pageVersion(req.Version)
+	if err != nil {
+		return storage.Page{}, err
+	}
+	undo, err := b.undoSince(v, func(e *logEntry) (pkey, bool) {
+		deleted := e.ev.GetDelete() != nil
+		if !owns(e.prev) && (deleted || !owns(e.res)) {
+			return pkey{}, false
+		}
+		k := pkey{typ: e.feed.typ, key: e.key()}
+		return k, follows(k)
+	})
+	if err != nil {
+		return storage.Page{}, err
+	}
+	// The state at v of a key is the owner's only if the owner owned it.
+	for k, res := range undo {
+		if !owns(res) {
+			undo[k] = nil
+		}
+	}
+
+	set := b.owned[ok]
+	type cand struct {
+		key pkey
+		e   *entry
+	}
+	cs := make([]cand, 0, len(set))
+	for e := range set {
+		if k := pkeyOf(e.res.Id); follows(k) {
+			cs = append(cs, cand{k, e})
+		}
+	}
+	slices.SortFunc(cs, func(x, y cand) int { return comparePKeys(x.key, y.key) })
+	return mergePage(len(cs), func(i int) (pkey, *pbresource.Resource, bool) {
+		return cs[i].key, cs[i].e.res, true
+	}, undo, v, req.Limit), nil
 }
