@@ -16,10 +16,11 @@ import (
 
 func TestConformance(t *testing.T) {
 	conformance.TestWithOptions(t, func(t *testing.T) storage.Backend {
-		if strings.Contains(t.Name(), "/Resume/") || strings.HasSuffix(t.Name(), "/Pages/TooOld") {
-			// The resume tests and Pages/TooOld read the store's version
-			// (an etcd revision, which every test on a shared etcd moves)
-			// and compact its history: they get an etcd of their own.
+		if strings.Contains(t.Name(), "/Resume/") || strings.HasSuffix(t.Name(), "Pages/TooOld") {
+			// The resume tests, Pages/TooOld and OwnedPages/TooOld read
+			// the store's version (an etcd revision, which every test on
+			// a shared etcd moves) and compact its history: they get an
+			// etcd of their own.
 			return isolatedBackend(t, WithWatchLogEvents(2000))
 		}
 		if strings.HasSuffix(t.Name(), "/SlowWatcher") {

@@ -2,11 +2,9 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -28,13 +26,9 @@ var _ storage.PagedLister = (*Backend)(nil)
 // limit, so a page may hold fewer resources than the limit while More is
 // set.
 func (b *Backend) ListPage(ctx context.Context, resType storage.UnversionedType, tenancy *pbresource.Tenancy, namePrefix string, req storage.PageRequest) (storage.Page, error) {
-	var rev int64
-	if req.Version != "" {
-		v, err := strconv.ParseInt(req.Version, 10, 64)
-		if err != nil || v <= 0 {
-			return storage.Page{}, storage.ErrInvalidVersion
-		}
-		rev = v
+	rev, err := pageRevision(req.Version)
+	if err != nil {
+		return storage.Page{}, err
 	}
 	q, err := b.keys.query(resType, tenancy, namePrefix)
 	if err != nil {
@@ -75,13 +69,8 @@ func (b *Backend) ListPage(ctx context.Context, resType storage.UnversionedType,
 		return storage.Page{Version: strconv.FormatInt(max(rev, b.seen.Load()), 10)}, nil
 	}
 	resp, err := b.get(ctx, storage.EventualConsistency, start, opts...)
-	switch {
-	case errors.Is(err, rpctypes.ErrCompacted):
-		return storage.Page{}, fmt.Errorf("%w (revision %d): %w", storage.ErrVersionGone, rev, err)
-	case errors.Is(err, rpctypes.ErrFutureRev):
-		return storage.Page{}, fmt.Errorf("%w (revision %d): %w", storage.ErrFutureVersion, rev, err)
-	case err != nil:
-		return storage.Page{}, err
+	if err != nil {
+		return storage.Page{}, pageReadError(err, rev)
 	}
 	if rev == 0 {
 		rev = resp.Header.Revision
