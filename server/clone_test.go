@@ -90,10 +90,10 @@ func TestClones(t *testing.T) {
 		"ReadResponse": {&pbresource.ReadResponse{}, func(m proto.Message) proto.Message {
 			return &pbresource.ReadResponse{Resource: resource.Clone(m.(*pbresource.ReadResponse).Resource)}
 		}},
-		// Responses holding one Resource are all alike; ListByOwner's and
-		// WriteStatus's have the same shape as these.
+		// Responses holding one Resource are all alike; WriteStatus's has
+		// the same shape as Read's.
 		"ListByOwnerResponse": {&pbresource.ListByOwnerResponse{}, func(m proto.Message) proto.Message {
-			return &pbresource.ListByOwnerResponse{Resources: cloneResources(m.(*pbresource.ListByOwnerResponse).Resources)}
+			return cloneListByOwnerResponse(m.(*pbresource.ListByOwnerResponse))
 		}},
 	}
 	for name, tc := range cases {

@@ -143,7 +143,7 @@ func (c *inprocClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwn
 	if err != nil {
 		return nil, err
 	}
-	return &pbresource.ListByOwnerResponse{Resources: cloneResources(out.Resources)}, nil
+	return cloneListByOwnerResponse(out), nil
 }
 
 func (c *inprocClient) Delete(ctx context.Context, in *pbresource.DeleteRequest, _ ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
@@ -332,4 +332,8 @@ func (s *inprocWatchServer) RecvMsg(any) error {
 // cloneListResponse copies out, which holds the server's stored messages.
 func cloneListResponse(out *pbresource.ListResponse) *pbresource.ListResponse {
 	return &pbresource.ListResponse{Resources: cloneResources(out.Resources), NextPageToken: out.NextPageToken, Version: out.Version}
+}
+
+func cloneListByOwnerResponse(out *pbresource.ListByOwnerResponse) *pbresource.ListByOwnerResponse {
+	return &pbresource.ListByOwnerResponse{Resources: cloneResources(out.Resources), NextPageToken: out.NextPageToken, Version: out.Version}
 }

@@ -152,56 +152,99 @@ type pageToken struct {
 	after   *storage.PageKey
 }
 
-// pageTokenFormat is the first byte of an encoded token.
-const pageTokenFormat = 1
+// The first byte of an encoded token: a List token's key has no type, a
+// ListByOwner token's has one.
+const (
+	pageTokenFormat  = 1
+	ownerTokenFormat = 2
+)
 
-// encode renders t with the query's hash as URL-safe base64: the format
-// byte, the hash (8 bytes), then the version, partition, namespace and name,
-// each with its length as a uvarint before it.
+// encode renders t, a List token, with the query's hash as URL-safe
+// base64: the format byte, the hash (8 bytes), then the version,
+// partition, namespace and name, each with its length as a uvarint before
+// it.
 func (t pageToken) encode(hash uint64) string {
+	return encodeToken(pageTokenFormat, hash, t.version, t.after.Partition, t.after.Namespace, t.after.Name)
+}
+
+// encodeOwned renders t, a ListByOwner token, as encode does with the
+// key's group and kind before its partition.
+func (t pageToken) encodeOwned(hash uint64) string {
+	a := t.after
+	return encodeToken(ownerTokenFormat, hash, t.version, a.Type.Group, a.Type.Kind, a.Partition, a.Namespace, a.Name)
+}
+
+func encodeToken(format byte, hash uint64, fields ...string) string {
 	b := make([]byte, 0, 64)
-	b = append(b, pageTokenFormat)
+	b = append(b, format)
 	b = binary.BigEndian.AppendUint64(b, hash)
-	for _, f := range [...]string{t.version, t.after.Partition, t.after.Namespace, t.after.Name} {
+	for _, f := range fields {
 		b = binary.AppendUvarint(b, uint64(len(f)))
 		b = append(b, f...)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// decodePageToken parses a page_token of the query with the given hash, or
-// returns an InvalidArgument status naming the field.
+// decodePageToken parses a page_token of the List query with the given
+// hash, or returns an InvalidArgument status naming the field.
 func decodePageToken(s string, hash uint64) (pageToken, error) {
-	bad := func(why string) (pageToken, error) {
-		return pageToken{}, invalidField("page_token", "%s", why)
+	f, err := decodeToken(s, pageTokenFormat, hash, 4, "type, tenancy or name_prefix")
+	if err != nil {
+		return pageToken{}, err
+	}
+	return pageToken{
+		version: f[0],
+		after:   &storage.PageKey{Partition: f[1], Namespace: f[2], Name: f[3]},
+	}, nil
+}
+
+// decodeOwnerPageToken parses a page_token of a ListByOwner of the owner
+// with the given hash (ownerQueryHash), or returns an InvalidArgument
+// status naming the field.
+func decodeOwnerPageToken(s string, hash uint64) (pageToken, error) {
+	f, err := decodeToken(s, ownerTokenFormat, hash, 6, "owner")
+	if err != nil {
+		return pageToken{}, err
+	}
+	return pageToken{
+		version: f[0],
+		after: &storage.PageKey{
+			Type:      storage.UnversionedType{Group: f[1], Kind: f[2]},
+			Partition: f[3], Namespace: f[4], Name: f[5],
+		},
+	}, nil
+}
+
+// decodeToken returns the n fields of a token of the format and hash; the
+// first, the version, is not empty. query names what the hash covers.
+func decodeToken(s string, format byte, hash uint64, n int, query string) ([]string, error) {
+	bad := func(why string) ([]string, error) {
+		return nil, invalidField("page_token", "%s", why)
 	}
 	if len(s) > maxPageTokenLen {
 		return bad("too long to be a token this server issued")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 9 || b[0] != pageTokenFormat {
+	if err != nil || len(b) < 9 || b[0] != format {
 		return bad("malformed: not a next_page_token of this server")
 	}
 	if binary.BigEndian.Uint64(b[1:9]) != hash {
-		return bad("issued for another type, tenancy or name_prefix")
+		return bad("issued for another " + query)
 	}
 	b = b[9:]
-	var fields [4]string
+	fields := make([]string, n)
 	for i := range fields {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
 			return bad("malformed: not a next_page_token of this server")
 		}
-		fields[i] = string(b[k : k+int(n)])
-		b = b[k+int(n):]
+		fields[i] = string(b[k : k+int(l)])
+		b = b[k+int(l):]
 	}
 	if len(b) != 0 || fields[0] == "" {
 		return bad("malformed: not a next_page_token of this server")
 	}
-	return pageToken{
-		version: fields[0],
-		after:   &storage.PageKey{Partition: fields[1], Namespace: fields[2], Name: fields[3]},
-	}, nil
+	return fields, nil
 }
 
 // listQueryHash is a hash of what selects a listing's resources: the type
@@ -215,10 +258,30 @@ func listQueryHash(typ *pbresource.Type, tenancy *pbresource.Tenancy, prefix str
 	return h.Sum64()
 }
 
+// ownerQueryHash is a hash of the owner a ListByOwner lists: its type
+// (without GroupVersion, which does not change what it owns), tenancy, name
+// and Uid.
+func ownerQueryHash(owner *pbresource.ID) uint64 {
+	h := fnv.New64a()
+	t, ten := owner.GetType(), owner.GetTenancy()
+	for _, f := range [...]string{t.GetGroup(), t.GetKind(), ten.GetPartition(), ten.GetNamespace(), owner.GetName(), owner.GetUid()} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
 // ListByOwner returns the resources owned by the owner (which must be given
-// with its Uid), leaving out those the caller may not read. Results are
-// eventually consistent. It is not paged: an owner's resources are expected
-// to be few.
+// with its Uid), of any type, leaving out those the caller may not read.
+// Results are eventually consistent.
+//
+// When the backend is a storage.OwnerPagedLister, the answer is consistent
+// at one store version (ListByOwnerResponse.version), and page_size and
+// page_token page it as they page List: the token is bound to the owner, a
+// page is filled up to page_size with resources the caller may read, and
+// a version the store no longer has is Aborted. Otherwise the answer is
+// every resource the owner index names, read one by one, and no
+// next_page_token, as a Consul server does.
 func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerRequest) (*pbresource.ListByOwnerResponse, error) {
 	authz, err := s.authorizer(ctx)
 	if err != nil {
@@ -231,6 +294,75 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 	if owner.Uid == "" {
 		return nil, s.fail("ListByOwner", owner, invalidArgument(resource.ErrInvalidField{Name: "owner.uid", Wrapped: resource.ErrMissing}))
 	}
+	if req.PageSize > MaxListPageSize {
+		return nil, s.fail("ListByOwner", owner, invalidField("page_size", "%d is above the maximum of %d", req.PageSize, MaxListPageSize))
+	}
+	hash := ownerQueryHash(owner)
+	var tok pageToken
+	if req.PageToken != "" {
+		if tok, err = decodeOwnerPageToken(req.PageToken, hash); err != nil {
+			return nil, s.fail("ListByOwner", owner, err)
+		}
+	}
+	keep := func(child *pbresource.Resource) (bool, error) {
+		// A type not registered (any longer) gets the default check.
+		reg, _ := s.registry.Resolve(child.Id.Type)
+		if err := reg.AuthorizeRead(authz, child.Id, child); err != nil {
+			if isDenied(err) {
+				return false, nil
+			}
+			return false, s.fail("ListByOwner", child.Id, aclError(err))
+		}
+		return true, nil
+	}
+
+	ol, paged := s.backend.(storage.OwnerPagedLister)
+	if !paged {
+		return s.listByOwnerUnpaged(ctx, owner, keep)
+	}
+	size := int(req.PageSize)
+	preq := storage.PageRequest{Version: tok.version, After: tok.after, Limit: size}
+	var out []*pbresource.Resource
+	for {
+		page, err := ol.ListOwnedPage(ctx, owner, preq)
+		if err != nil {
+			return nil, s.fail("ListByOwner", owner, pageError(err))
+		}
+		preq.Version = page.Version
+		if out == nil {
+			out = make([]*pbresource.Resource, 0, len(page.Resources))
+		}
+		for i, child := range page.Resources {
+			ok, err := keep(child)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, child)
+			}
+			if size > 0 && len(out) == size && (i < len(page.Resources)-1 || page.More) {
+				// Full, and more may follow: the next page starts after
+				// the last resource looked at.
+				next := storage.OwnedPageKeyOf(child.Id)
+				return &pbresource.ListByOwnerResponse{
+					Resources:     out,
+					Version:       page.Version,
+					NextPageToken: pageToken{version: page.Version, after: &next}.encodeOwned(hash),
+				}, nil
+			}
+		}
+		if !page.More {
+			return &pbresource.ListByOwnerResponse{Resources: out, Version: page.Version}, nil
+		}
+		last := page.Last
+		preq.After = &last
+	}
+}
+
+// listByOwnerUnpaged answers ListByOwner from the owner index and an
+// eventually consistent read of each resource it names, for a backend
+// that does not list an owner's resources in pages.
+func (s *Server) listByOwnerUnpaged(ctx context.Context, owner *pbresource.ID, keep func(*pbresource.Resource) (bool, error)) (*pbresource.ListByOwnerResponse, error) {
 	ids, err := s.backend.OwnerReferences(ctx, owner)
 	if err != nil {
 		return nil, s.fail("ListByOwner", owner, storageError(err))
@@ -245,14 +377,13 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 		if child == nil || child.Owner.GetUid() != owner.Uid || (id.Uid != "" && child.Id.Uid != id.Uid) {
 			continue
 		}
-		reg, _ := s.registry.Resolve(child.Id.Type)
-		if err := reg.AuthorizeRead(authz, child.Id, child); err != nil {
-			if isDenied(err) {
-				continue
-			}
-			return nil, s.fail("ListByOwner", child.Id, aclError(err))
+		ok, err := keep(child)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, child)
+		if ok {
+			out = append(out, child)
+		}
 	}
 	return &pbresource.ListByOwnerResponse{Resources: out}, nil
 }
