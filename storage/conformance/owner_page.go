@@ -124,7 +124,7 @@ func (s *suite) testOwnedPagesBasics(t *testing.T) {
 
 	_, err = ol.ListOwnedPage(ctx, owner.Id, storage.PageRequest{Version: "v1", Limit: 1})
 	require.ErrorIs(t, err, storage.ErrInvalidVersion)
-	future := strconv.FormatUint(parseVersion(t, whole.Version)+1000, 10)
+	future := strconv.FormatUint(parseVersion(t, whole.Version)+1_000_000_000, 10)
 	_, err = ol.ListOwnedPage(ctx, owner.Id, storage.PageRequest{Version: future, Limit: 1})
 	require.ErrorIs(t, err, storage.ErrFutureVersion)
 }
