@@ -210,21 +210,28 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Errorf("delete of a missing resource printed %q", out)
 	}
 	// An owner and what it owns, in one file: list -owner finds the
-	// owned one, and a re-apply leaves both unchanged.
+	// owned ones, in one reply or in pages of one, and a re-apply leaves
+	// all unchanged.
 	owned := writeFile(t, "owned.yaml", `id: {type: clitest.v1.Widget, name: p}
 data: {'@type': type.googleapis.com/loom.clitest.v1.Widget}
 ---
 id: {type: clitest.v1.Widget, name: k}
 owner: {type: clitest.v1.Widget, name: p, tenancy: {partition: default, namespace: default}}
 data: {'@type': type.googleapis.com/loom.clitest.v1.Widget}
+---
+id: {type: clitest.v1.Widget, name: k2}
+owner: {type: clitest.v1.Widget, name: p, tenancy: {partition: default, namespace: default}}
+data: {'@type': type.googleapis.com/loom.clitest.v1.Widget}
 `)
 	c.ok("apply", "-f", owned)
-	if out := c.ok("apply", "-f", owned); strings.Count(out, " unchanged\n") != 2 {
+	if out := c.ok("apply", "-f", owned); strings.Count(out, " unchanged\n") != 3 {
 		t.Errorf("re-apply of an owner and what it owns printed %q", out)
 	}
 	for _, owner := range []string{"clitest.v1.Widget/p", "clitest.v1.Widget/default.default/p"} {
-		if out := c.ok("list", "-owner", owner, "-o", "name"); out != "clitest.v1.Widget/default.default/k\n" {
-			t.Errorf("list -owner %s printed %q", owner, out)
+		for _, size := range []string{"0", "1"} {
+			if out := c.ok("list", "-owner", owner, "-page-size", size, "-o", "name"); out != "clitest.v1.Widget/default.default/k\nclitest.v1.Widget/default.default/k2\n" {
+				t.Errorf("list -owner %s -page-size %s printed %q", owner, size, out)
+			}
 		}
 	}
 
@@ -239,7 +246,7 @@ func TestCLIUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"list"}, {"list", "-bogus", "x.v1.Y"}, {"read", "x.v1.Y"}, {"apply"}, {"apply", "x.yaml"},
 		{"list", "x.v1.Y", "-o", "xml"}, {"delete", "x.v1.Y", "n", "-f", "f.yaml"}, {"nope"},
-		{"list", "x.v1.Y", "-page-size", "10001"}, {"list", "-owner", "x.v1.Y/n", "-page-size", "5"},
+		{"list", "x.v1.Y", "-page-size", "10001"}, {"list", "-owner", "x.v1.Y/n", "-page-size", "10001"},
 	} {
 		if _, errOut, code := c.run(args...); code != 2 {
 			t.Errorf("loom %v: exit %d (%s), want 2", args, code, errOut)

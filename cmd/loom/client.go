@@ -67,10 +67,11 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"loom list foo.v1.Bar -namespace '*' -o yaml\n" +
 			"loom list -owner foo.v1.Bar/default.default/my-bar\n" +
 			"loom list -owner foo.v1.Bar/my-bar foo.v1.Zip\n" +
-			"loom list foo.v1.Bar -page-size 1000",
+			"loom list foo.v1.Bar -page-size 1000\n" +
+			"loom list -owner foo.v1.Bar/my-bar -page-size 1000",
 	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
-	pageSize := c.fs.Uint("page-size", 0, "read the list in pages of at most `n` resources, all consistent at one version, so no reply nears the message size limit (0: one reply; not with -owner)")
+	pageSize := c.fs.Uint("page-size", 0, "read the list in pages of at most `n` resources, all consistent at one version, so no reply nears the message size limit (0: one reply)")
 	owner := c.fs.String("owner", "", "list what the resource `ID` owns: TYPE/[PARTITION.NAMESPACE/]NAME[@UID] (tenancy from -partition and -namespace when left out)")
 	format := c.fs.String("o", formatTable, "output `format`: table, json, yaml or name")
 	if err := c.parse(args, 0, 1); err != nil {
@@ -92,9 +93,6 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *pageSize > server.MaxListPageSize {
 		return usagef("%s: -page-size %d is above the server's maximum, %d", c.fs.Name(), *pageSize, server.MaxListPageSize)
 	}
-	if *pageSize > 0 && *owner != "" {
-		return usagef("%s: -page-size does not apply to -owner (ListByOwner has no pages)", c.fs.Name())
-	}
 	var ownerID *pbresource.ID
 	if *owner != "" {
 		id, err := parseIDArg(*owner, c.tenancy())
@@ -107,25 +105,14 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		var list []*pbresource.Resource
 		if ownerID == nil {
 			req := &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, PageSize: uint32(*pageSize)}
-			for restarts := 0; ; {
+			var err error
+			list, err = readPages(func(token string) ([]*pbresource.Resource, string, error) {
+				req.PageToken = token
 				resp, err := s.client.List(ctx, req)
-				if status.Code(err) == codes.Aborted && req.PageToken != "" && restarts < 3 {
-					// The store moved past the listing's version (writes
-					// between pages outran its history): list again.
-					restarts++
-					list, req.PageToken = nil, ""
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				list = append(list, resp.Resources...)
-				// A server that does not page (Consul) sends everything
-				// and no token.
-				if resp.NextPageToken == "" {
-					break
-				}
-				req.PageToken = resp.NextPageToken
+				return resp.GetResources(), resp.GetNextPageToken(), err
+			})
+			if err != nil {
+				return err
 			}
 		} else {
 			if ownerID.Uid == "" {
@@ -136,11 +123,16 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				}
 				ownerID = resp.Resource.Id
 			}
-			resp, err := s.client.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: ownerID})
+			req := &pbresource.ListByOwnerRequest{Owner: ownerID, PageSize: uint32(*pageSize)}
+			owned, err := readPages(func(token string) ([]*pbresource.Resource, string, error) {
+				req.PageToken = token
+				resp, err := s.client.ListByOwner(ctx, req)
+				return resp.GetResources(), resp.GetNextPageToken(), err
+			})
 			if err != nil {
 				return err
 			}
-			for _, r := range resp.Resources {
+			for _, r := range owned {
 				if (typ == nil || resource.EqualType(typ, r.Id.Type)) && strings.HasPrefix(r.Id.Name, *prefix) {
 					list = append(list, r)
 				}
@@ -157,6 +149,33 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		})
 		return s.printer(*format, stdout).printResources(list, false)
 	})
+}
+
+// readPages reads a paged listing: page(token) returns one page's
+// resources and the next page's token, from "" (the first page) until the
+// token is empty. A server that does not page (Consul) sends everything and
+// no token. When a later page is Aborted, the store moved past the
+// listing's version (writes between pages outran its history): the listing
+// starts again from the first page, up to 3 times.
+func readPages(page func(token string) ([]*pbresource.Resource, string, error)) ([]*pbresource.Resource, error) {
+	var list []*pbresource.Resource
+	token := ""
+	for restarts := 0; ; {
+		res, next, err := page(token)
+		if status.Code(err) == codes.Aborted && token != "" && restarts < 3 {
+			restarts++
+			list, token = nil, ""
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, res...)
+		if next == "" {
+			return list, nil
+		}
+		token = next
+	}
 }
 
 // parseIDArg parses "TYPE/PARTITION.NAMESPACE/NAME[@UID]" (resource.IDString's
