@@ -56,22 +56,36 @@ func reap(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, decode
 		return deleteTombstone(ctx, rt, tomb)
 	}
 
-	rsp, err := rt.Client.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: owner})
-	if err != nil {
-		return fmt.Errorf("listing what %s owned: %w", resource.IDString(owner), err)
-	}
-	for _, child := range rsp.Resources {
-		if resource.IsMarkedForDeletion(child) {
-			continue // its finalizers' controllers finish the job
+	// In pages, so that an owner of many resources does not make one huge
+	// reply. A server that does not page (Consul) sends them all at once.
+	// A listing whose version the store no longer has fails the reconcile
+	// (Aborted), which is retried with a new listing.
+	req := &pbresource.ListByOwnerRequest{Owner: owner, PageSize: pageSize}
+	for {
+		rsp, err := rt.Client.ListByOwner(ctx, req)
+		if err != nil {
+			return fmt.Errorf("listing what %s owned: %w", resource.IDString(owner), err)
 		}
-		_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: child.Id})
-		if err != nil && status.Code(err) != codes.NotFound {
-			return fmt.Errorf("deleting %s (owned by %s): %w", resource.IDString(child.Id), resource.IDString(owner), err)
+		for _, child := range rsp.Resources {
+			if resource.IsMarkedForDeletion(child) {
+				continue // its finalizers' controllers finish the job
+			}
+			_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: child.Id})
+			if err != nil && status.Code(err) != codes.NotFound {
+				return fmt.Errorf("deleting %s (owned by %s): %w", resource.IDString(child.Id), resource.IDString(owner), err)
+			}
+			rt.Logger.Debug("deleted owned resource", "resource", resource.IDString(child.Id), "owner", resource.IDString(owner))
 		}
-		rt.Logger.Debug("deleted owned resource", "resource", resource.IDString(child.Id), "owner", resource.IDString(owner))
+		if rsp.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rsp.NextPageToken
 	}
 	return deleteTombstone(ctx, rt, tomb)
 }
+
+// pageSize is how many owned resources the reaper lists at a time.
+const pageSize = 1000
 
 // ownerExists reads the owner (that lifetime of it, by Uid) consistently.
 func ownerExists(ctx context.Context, rt reconcile.Runtime, owner *pbresource.ID) (bool, error) {

@@ -2,6 +2,7 @@ package reaper_test
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,4 +174,49 @@ func TestTombstoneOfLiveOwnerIsDropped(t *testing.T) {
 // reaper.
 func TestNoOrphans(t *testing.T) {
 	reapertest.RunOwnerDeleteRace(t, inmem.New(), reapertest.Race{Owners: 300, Creators: 4, Timeout: 30 * time.Second})
+}
+
+// pageCounter records the size of every ListByOwner reply.
+type pageCounter struct {
+	pbresource.ResourceServiceClient
+	pages, largest atomic.Int32
+}
+
+func (c *pageCounter) ListByOwner(ctx context.Context, in *pbresource.ListByOwnerRequest, opts ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
+	rsp, err := c.ResourceServiceClient.ListByOwner(ctx, in, opts...)
+	if err == nil {
+		c.pages.Add(1)
+		for n := int32(len(rsp.Resources)); ; {
+			old := c.largest.Load()
+			if n <= old || c.largest.CompareAndSwap(old, n) {
+				break
+			}
+		}
+	}
+	return rsp, err
+}
+
+// TestCascadeInPages: the reaper lists an owner of many resources in pages
+// of at most 1,000, and deletes them all.
+func TestCascadeInPages(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	counter := &pageCounter{ResourceServiceClient: client}
+	runReaper(t, counter)
+
+	root := write(t, client, foo.ZipType, "root", nil)
+	const n = 2100
+	var last *pbresource.Resource
+	for i := range n {
+		last = write(t, client, foo.BarV1Type, "child-"+strconv.Itoa(i), root.Id)
+	}
+	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: root.Id})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return !exists(client, last.Id) && countTombstones(t, client) == 0
+	}, 30*time.Second, 10*time.Millisecond)
+	rsp, err := client.List(context.Background(), &pbresource.ListRequest{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "*", Namespace: "*"}})
+	require.NoError(t, err)
+	require.Empty(t, rsp.Resources, "every child was deleted")
+	require.GreaterOrEqual(t, counter.pages.Load(), int32(3), "2,100 children take 3 pages")
+	require.LessOrEqual(t, counter.largest.Load(), int32(1000), "no page holds more than 1,000")
 }
