@@ -24,8 +24,8 @@ import (
 //   - WatchList ignores since_version, bookmarks and batch_events, sends
 //     no NewSnapshot and no batch of events, and its EndOfSnapshot and
 //     Delete events carry no version.
-//   - List ignores page_size and page_token (it sends everything at once)
-//     and tells no version.
+//   - List and ListByOwner ignore page_size and page_token (they send
+//     everything at once) and tell no version.
 //   - Removing a marked resource's last finalizer leaves it in the store,
 //     marked and without finalizers, until a further Delete.
 //

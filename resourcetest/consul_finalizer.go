@@ -120,12 +120,14 @@ func (c *consulClient) Read(ctx context.Context, req *pbresource.ReadRequest, op
 	return rsp, nil
 }
 
-// ListByOwner hides the hold finalizer.
+// ListByOwner hides the hold finalizer, and ignores page_size and
+// page_token as Consul does (see ConsulLike).
 func (c *consulClient) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerRequest, opts ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
-	rsp, err := c.ResourceServiceClient.ListByOwner(ctx, req, opts...)
+	rsp, err := c.ResourceServiceClient.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: req.GetOwner()}, opts...)
 	if err != nil {
 		return nil, err
 	}
+	rsp.Version = ""
 	hideAll(rsp.Resources)
 	return rsp, nil
 }

@@ -155,18 +155,33 @@ func (c *Client) WaitForOwned(t T, owner *pbresource.ID, n int, types ...*pbreso
 	})
 }
 
+// ownedPageSize is the page size of listOwned's ListByOwner.
+const ownedPageSize = 1000
+
 // listOwned lists what owner owns, keeping only types when given.
 func (c *Client) listOwned(owner *pbresource.ID, types []*pbresource.Type) ([]*pbresource.Resource, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rsp, err := c.ListByOwner(consistent(ctx), &pbresource.ListByOwnerRequest{Owner: owner})
-	if err != nil {
-		return nil, err
+	// In pages of ownedPageSize (one reply from a server that does not
+	// page); a listing whose version the store no longer has is Aborted,
+	// and the wait lists again.
+	var all []*pbresource.Resource
+	req := &pbresource.ListByOwnerRequest{Owner: owner, PageSize: ownedPageSize}
+	for {
+		rsp, err := c.ListByOwner(consistent(ctx), req)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rsp.Resources...)
+		if rsp.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rsp.NextPageToken
 	}
-	out := rsp.Resources
+	out := all
 	if len(types) > 0 {
 		out = out[:0:0]
-		for _, res := range rsp.Resources {
+		for _, res := range all {
 			for _, typ := range types {
 				if resource.EqualUnversionedType(res.GetId().GetType(), typ) {
 					out = append(out, res)
