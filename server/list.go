@@ -15,7 +15,8 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
-// MaxListPageSize is the largest page_size a List may ask for.
+// MaxListPageSize is the largest page_size a List or ListByOwner may ask
+// for.
 const MaxListPageSize = 10000
 
 // maxPageTokenLen bounds the length of a page_token the server decodes.
