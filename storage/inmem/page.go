@@ -64,8 +64,11 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 		after = &pkey{key: rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}}
 	}
 	undo, err := b.undoSince(v, func(e *logEntry) (pkey, bool) {
+		if e.feed.typ != resType {
+			return pkey{}, false
+		}
 		k := pkey{key: e.key()}
-		return k, e.feed.typ == resType && f.matches(k.key) && (after == nil || comparePKeys(k, *after) > 0)
+		return k, f.matches(k.key) && (after == nil || comparePKeys(k, *after) > 0)
 	})
 	if err != nil {
 		return storage.Page{}, err
@@ -225,20 +228,21 @@ func mergePage(n int, cand func(i int) (pkey, *pbresource.Resource, bool), undo 
 // resources undone (a change whose previous or new state the owner owns:
 // a create, update or delete of an owned resource, or a change of its
 // owner). The owner index is a set, so each page sorts the owner's entries
-// after req.After: O(n log n) for an owner of n resources, under the
-// store's read lock.
+// after req.After under the store's read lock: about n comparisons for a
+// page of an owner of n resources (see smallestOwned), n log n for an
+// unlimited one.
 func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req storage.PageRequest) (storage.Page, error) {
 	if owner.GetType() == nil {
 		return storage.Page{}, errInvalidID
 	}
-	ok := ownerKeyOf(owner)
+	byOwner := ownerKeyOf(owner)
 	var after *pkey
 	if req.After != nil {
 		after = &pkey{typ: req.After.Type, key: rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}}
 	}
 	follows := func(k pkey) bool { return after == nil || comparePKeys(k, *after) > 0 }
 	owns := func(res *pbresource.Resource) bool {
-		return res != nil && res.Owner != nil && ownerKeyOf(res.Owner) == ok
+		return res != nil && res.Owner != nil && ownerKeyOf(res.Owner) == byOwner
 	}
 
 	b.mu.RLock()
@@ -265,19 +269,67 @@ func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req sto
 		}
 	}
 
-	set := b.owned[ok]
-	type cand struct {
-		key pkey
-		e   *entry
-	}
-	cs := make([]cand, 0, len(set))
+	set := b.owned[byOwner]
+	cs := make([]ownedCand, 0, len(set))
 	for e := range set {
 		if k := pkeyOf(e.res.Id); follows(k) {
-			cs = append(cs, cand{k, e})
+			cs = append(cs, ownedCand{k, e})
 		}
 	}
-	slices.SortFunc(cs, func(x, y cand) int { return comparePKeys(x.key, y.key) })
+	if req.Limit > 0 {
+		// The page needs at most limit+1 candidates that no change after
+		// v touched: the smallest limit+1+len(undo) hold them.
+		cs = smallestOwned(cs, req.Limit+1+len(undo))
+	} else {
+		slices.SortFunc(cs, compareOwnedCands)
+	}
 	return mergePage(len(cs), func(i int) (pkey, *pbresource.Resource, bool) {
 		return cs[i].key, cs[i].e.res, true
 	}, undo, v, req.Limit), nil
+}
+
+// ownedCand is an entry of the owner index with its key.
+type ownedCand struct {
+	key pkey
+	e   *entry
+}
+
+func compareOwnedCands(x, y ownedCand) int { return comparePKeys(x.key, y.key) }
+
+// smallestOwned returns the m smallest of cs in key order, reordering cs:
+// a max-heap of m, so that a page of an owner of n resources costs about n
+// comparisons rather than a sort of n (O(n log m) at worst).
+func smallestOwned(cs []ownedCand, m int) []ownedCand {
+	if m >= len(cs) {
+		slices.SortFunc(cs, compareOwnedCands)
+		return cs
+	}
+	h := cs[:m]
+	down := func(i int) {
+		for {
+			l, big := 2*i+1, i
+			if l < m && compareOwnedCands(h[l], h[big]) > 0 {
+				big = l
+			}
+			if r := l + 1; r < m && compareOwnedCands(h[r], h[big]) > 0 {
+				big = r
+			}
+			if big == i {
+				return
+			}
+			h[i], h[big] = h[big], h[i]
+			i = big
+		}
+	}
+	for i := m/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, c := range cs[m:] {
+		if compareOwnedCands(c, h[0]) < 0 {
+			h[0] = c
+			down(0)
+		}
+	}
+	slices.SortFunc(h, compareOwnedCands)
+	return h
 }
