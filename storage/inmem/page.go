@@ -246,7 +246,12 @@ func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req sto
 	}
 
 	b.mu.RLock()
-	defer b.mu.RUnlock()
+	locked := true
+	defer func() {
+		if locked {
+			b.mu.RUnlock()
+		}
+	}()
 	v, err := b.pageVersion(req.Version)
 	if err != nil {
 		return storage.Page{}, err
@@ -273,8 +278,19 @@ func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req sto
 	cs := make([]ownedCand, 0, len(set))
 	for e := range set {
 		if k := pkeyOf(e.res.Id); follows(k) {
-			cs = append(cs, ownedCand{k, e})
+			cs = append(cs, ownedCand{k, e.res})
 		}
+	}
+	if req.Limit == 0 && undo == nil {
+		// Everything now, as OwnerReferences: sorted outside the lock.
+		b.mu.RUnlock()
+		locked = false
+		slices.SortFunc(cs, compareOwnedCands)
+		res := make([]*pbresource.Resource, len(cs))
+		for i, c := range cs {
+			res[i] = c.res
+		}
+		return storage.Page{Resources: res, Version: strconv.FormatUint(v, 10)}, nil
 	}
 	if req.Limit > 0 {
 		// The page needs at most limit+1 candidates that no change after
@@ -284,14 +300,14 @@ func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req sto
 		slices.SortFunc(cs, compareOwnedCands)
 	}
 	return mergePage(len(cs), func(i int) (pkey, *pbresource.Resource, bool) {
-		return cs[i].key, cs[i].e.res, true
+		return cs[i].key, cs[i].res, true
 	}, undo, v, req.Limit), nil
 }
 
-// ownedCand is an entry of the owner index with its key.
+// ownedCand is a resource of the owner index with its key.
 type ownedCand struct {
 	key pkey
-	e   *entry
+	res *pbresource.Resource
 }
 
 func compareOwnedCands(x, y ownedCand) int { return comparePKeys(x.key, y.key) }
