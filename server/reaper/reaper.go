@@ -59,7 +59,11 @@ func reap(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, decode
 	// In pages, so that an owner of many resources does not make one huge
 	// reply. A server that does not page (Consul) sends them all at once.
 	// A listing whose version the store no longer has fails the reconcile
-	// (Aborted), which is retried with a new listing.
+	// (Aborted), which is retried with a new listing. A page at the
+	// listing's version, older than the resources' current state, names
+	// nothing the owner no longer owns: an owner cannot be changed once
+	// set, and a delete names the resource's Uid, so one deleted and
+	// created again meanwhile is not the one deleted.
 	req := &pbresource.ListByOwnerRequest{Owner: owner, PageSize: pageSize}
 	for {
 		rsp, err := rt.Client.ListByOwner(ctx, req)
