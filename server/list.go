@@ -92,13 +92,37 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		return &pbresource.ListResponse{Resources: out}, nil
 	}
 
-	size := int(req.PageSize)
-	preq := storage.PageRequest{Version: tok.version, After: tok.after, Limit: size}
-	var out []*pbresource.Resource
-	for {
+	list := func(preq storage.PageRequest) (storage.Page, error) {
 		page, err := pl.ListPage(ctx, typ, tenancy, req.NamePrefix, preq)
 		if err != nil {
-			return nil, s.fail("List", nil, pageError(err))
+			return page, s.fail("List", nil, pageError(err))
+		}
+		return page, nil
+	}
+	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, storage.PageKeyOf)
+	if err != nil {
+		return nil, err
+	}
+	rsp := &pbresource.ListResponse{Resources: out, Version: version}
+	if next != nil {
+		rsp.NextPageToken = pageToken{version: version, after: next}.encode(hash)
+	}
+	return rsp, nil
+}
+
+// fillPage reads backend pages with list, starting at from, until size
+// resources (0: no limit) passed keep or the listing ended. It returns
+// them, the listing's version, and where the next page starts: nil when
+// the listing ended, else after the last resource looked at. Errors are
+// list's and keep's, as they return them.
+func fillPage(size int, from storage.PageRequest, list func(storage.PageRequest) (storage.Page, error), keep func(*pbresource.Resource) (bool, error), keyOf func(*pbresource.ID) storage.PageKey) ([]*pbresource.Resource, string, *storage.PageKey, error) {
+	preq := from
+	preq.Limit = size
+	var out []*pbresource.Resource
+	for {
+		page, err := list(preq)
+		if err != nil {
+			return nil, "", nil, err
 		}
 		preq.Version = page.Version
 		if out == nil {
@@ -107,24 +131,19 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		for i, item := range page.Resources {
 			ok, err := keep(item)
 			if err != nil {
-				return nil, err
+				return nil, "", nil, err
 			}
 			if ok {
 				out = append(out, item)
 			}
 			if size > 0 && len(out) == size && (i < len(page.Resources)-1 || page.More) {
-				// Full, and more may follow: the next page starts after
-				// the last resource looked at.
-				next := storage.PageKeyOf(item.Id)
-				return &pbresource.ListResponse{
-					Resources:     out,
-					Version:       page.Version,
-					NextPageToken: pageToken{version: page.Version, after: &next}.encode(hash),
-				}, nil
+				// Full, and more may follow.
+				next := keyOf(item.Id)
+				return out, page.Version, &next, nil
 			}
 		}
 		if !page.More {
-			return &pbresource.ListResponse{Resources: out, Version: page.Version}, nil
+			return out, page.Version, nil, nil
 		}
 		last := page.Last
 		preq.After = &last
@@ -321,43 +340,22 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 	if !paged {
 		return s.listByOwnerUnpaged(ctx, owner, keep)
 	}
-	size := int(req.PageSize)
-	preq := storage.PageRequest{Version: tok.version, After: tok.after, Limit: size}
-	var out []*pbresource.Resource
-	for {
+	list := func(preq storage.PageRequest) (storage.Page, error) {
 		page, err := ol.ListOwnedPage(ctx, owner, preq)
 		if err != nil {
-			return nil, s.fail("ListByOwner", owner, pageError(err))
+			return page, s.fail("ListByOwner", owner, pageError(err))
 		}
-		preq.Version = page.Version
-		if out == nil {
-			out = make([]*pbresource.Resource, 0, len(page.Resources))
-		}
-		for i, child := range page.Resources {
-			ok, err := keep(child)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out = append(out, child)
-			}
-			if size > 0 && len(out) == size && (i < len(page.Resources)-1 || page.More) {
-				// Full, and more may follow: the next page starts after
-				// the last resource looked at.
-				next := storage.OwnedPageKeyOf(child.Id)
-				return &pbresource.ListByOwnerResponse{
-					Resources:     out,
-					Version:       page.Version,
-					NextPageToken: pageToken{version: page.Version, after: &next}.encodeOwned(hash),
-				}, nil
-			}
-		}
-		if !page.More {
-			return &pbresource.ListByOwnerResponse{Resources: out, Version: page.Version}, nil
-		}
-		last := page.Last
-		preq.After = &last
+		return page, nil
 	}
+	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, storage.OwnedPageKeyOf)
+	if err != nil {
+		return nil, err
+	}
+	rsp := &pbresource.ListByOwnerResponse{Resources: out, Version: version}
+	if next != nil {
+		rsp.NextPageToken = pageToken{version: version, after: next}.encodeOwned(hash)
+	}
+	return rsp, nil
 }
 
 // listByOwnerUnpaged answers ListByOwner from the owner index and an

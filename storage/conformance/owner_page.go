@@ -32,35 +32,10 @@ func ownerPagedLister(t *testing.T, b storage.Backend) storage.OwnerPagedLister 
 // key and the listing's version.
 func listAllOwnedPages(t *testing.T, ctx context.Context, ol storage.OwnerPagedLister, owner *pbresource.ID, version string, limit int, between func()) (map[string]*pbresource.Resource, string) {
 	t.Helper()
-	got := make(map[string]*pbresource.Resource)
-	req := storage.PageRequest{Version: version, Limit: limit}
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 10000, "paging does not end")
-		page, err := ol.ListOwnedPage(ctx, owner, req)
-		require.NoError(t, err)
-		if req.Version == "" {
-			req.Version = page.Version
-			parseVersion(t, page.Version)
-		}
-		require.Equal(t, req.Version, page.Version, "every page reports the listing's version")
-		if limit > 0 {
-			require.LessOrEqual(t, len(page.Resources), limit)
-		}
-		for _, res := range page.Resources {
-			k := key(res.Id)
-			require.NotContains(t, got, k, "a key on two pages")
-			require.Equal(t, owner.Uid, res.Owner.GetUid(), "%s is not the owner's", k)
-			got[k] = res
-		}
-		if !page.More {
-			return got, req.Version
-		}
-		last := page.Last
-		req.After = &last
-		if between != nil {
-			between()
-		}
-	}
+	list := func(req storage.PageRequest) (storage.Page, error) { return ol.ListOwnedPage(ctx, owner, req) }
+	return pageThrough(t, list, version, limit, between, func(res *pbresource.Resource) {
+		require.Equal(t, owner.Uid, res.Owner.GetUid(), "%s is not the owner's", key(res.Id))
+	})
 }
 
 // ownedFixture returns a resource of typ named name owned by owner (none if

@@ -29,21 +29,39 @@ func pagedLister(t *testing.T, b storage.Backend) storage.PagedLister {
 // the resources by key and the listing's version.
 func listAllPages(t *testing.T, ctx context.Context, pl storage.PagedLister, typ storage.UnversionedType, tenancy *pbresource.Tenancy, prefix string, limit int, between func()) (map[string]*pbresource.Resource, string) {
 	t.Helper()
+	list := func(req storage.PageRequest) (storage.Page, error) {
+		return pl.ListPage(ctx, typ, tenancy, prefix, req)
+	}
+	return pageThrough(t, list, "", limit, between, nil)
+}
+
+// pageThrough pages with list at version (empty: a new listing) and limit,
+// checking that every page reports the listing's version and holds at most
+// limit resources (if limit is not 0), and that no key comes twice. check,
+// if set, checks every resource; between, if set, runs between pages. It
+// returns the resources by key and the listing's version.
+func pageThrough(t *testing.T, list func(storage.PageRequest) (storage.Page, error), version string, limit int, between func(), check func(*pbresource.Resource)) (map[string]*pbresource.Resource, string) {
+	t.Helper()
 	got := make(map[string]*pbresource.Resource)
-	req := storage.PageRequest{Limit: limit}
+	req := storage.PageRequest{Version: version, Limit: limit}
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 10000, "paging does not end")
-		page, err := pl.ListPage(ctx, typ, tenancy, prefix, req)
+		page, err := list(req)
 		require.NoError(t, err)
 		if req.Version == "" {
 			req.Version = page.Version
 			parseVersion(t, page.Version)
 		}
 		require.Equal(t, req.Version, page.Version, "every page reports the listing's version")
-		require.LessOrEqual(t, len(page.Resources), limit)
+		if limit > 0 {
+			require.LessOrEqual(t, len(page.Resources), limit)
+		}
 		for _, res := range page.Resources {
 			k := key(res.Id)
 			require.NotContains(t, got, k, "a key on two pages")
+			if check != nil {
+				check(res)
+			}
 			got[k] = res
 		}
 		if !page.More {
