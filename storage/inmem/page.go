@@ -275,28 +275,29 @@ func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req sto
 	}
 
 	set := b.owned[byOwner]
-	cs := make([]ownedCand, 0, len(set))
-	for e := range set {
-		if k := pkeyOf(e.res.Id); follows(k) {
-			cs = append(cs, ownedCand{k, e.res})
-		}
-	}
-	if req.Limit == 0 && undo == nil {
-		// Everything now, as OwnerReferences: sorted outside the lock.
-		b.mu.RUnlock()
-		locked = false
-		slices.SortFunc(cs, compareOwnedCands)
-		res := make([]*pbresource.Resource, len(cs))
-		for i, c := range cs {
-			res[i] = c.res
-		}
-		return storage.Page{Resources: res, Version: strconv.FormatUint(v, 10)}, nil
-	}
+	var cs []ownedCand
 	if req.Limit > 0 {
 		// The page needs at most limit+1 candidates that no change after
 		// v touched: the smallest limit+1+len(undo) hold them.
-		cs = smallestOwned(cs, req.Limit+1+len(undo))
+		cs = smallestOwned(set, follows, req.Limit+1+len(undo))
 	} else {
+		cs = make([]ownedCand, 0, len(set))
+		for e := range set {
+			if k := pkeyOf(e.res.Id); follows(k) {
+				cs = append(cs, ownedCand{k, e.res})
+			}
+		}
+		if undo == nil {
+			// Everything now, as OwnerReferences: sorted outside the lock.
+			b.mu.RUnlock()
+			locked = false
+			slices.SortFunc(cs, compareOwnedCands)
+			res := make([]*pbresource.Resource, len(cs))
+			for i, c := range cs {
+				res[i] = c.res
+			}
+			return storage.Page{Resources: res, Version: strconv.FormatUint(v, 10)}, nil
+		}
 		slices.SortFunc(cs, compareOwnedCands)
 	}
 	return mergePage(len(cs), func(i int) (pkey, *pbresource.Resource, bool) {
@@ -312,15 +313,12 @@ type ownedCand struct {
 
 func compareOwnedCands(x, y ownedCand) int { return comparePKeys(x.key, y.key) }
 
-// smallestOwned returns the m smallest of cs in key order, reordering cs:
-// a max-heap of m, so that a page of an owner of n resources costs about n
-// comparisons rather than a sort of n (O(n log m) at worst).
-func smallestOwned(cs []ownedCand, m int) []ownedCand {
-	if m >= len(cs) {
-		slices.SortFunc(cs, compareOwnedCands)
-		return cs
-	}
-	h := cs[:m]
+// smallestOwned returns the m smallest resources of set whose keys
+// follow (per follows), in key order. It keeps a max-heap of m: a page of
+// an owner of n resources costs about n comparisons (n log m at worst)
+// and memory for m candidates, not a sort of n.
+func smallestOwned(set map[*entry]struct{}, follows func(pkey) bool, m int) []ownedCand {
+	h := make([]ownedCand, 0, min(m, len(set)))
 	down := func(i int) {
 		for {
 			l, big := 2*i+1, i
@@ -337,11 +335,21 @@ func smallestOwned(cs []ownedCand, m int) []ownedCand {
 			i = big
 		}
 	}
-	for i := m/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	for _, c := range cs[m:] {
-		if compareOwnedCands(c, h[0]) < 0 {
+	for e := range set {
+		k := pkeyOf(e.res.Id)
+		if !follows(k) {
+			continue
+		}
+		c := ownedCand{k, e.res}
+		switch {
+		case len(h) < m:
+			h = append(h, c)
+			if len(h) == m {
+				for i := m/2 - 1; i >= 0; i-- {
+					down(i)
+				}
+			}
+		case compareOwnedCands(c, h[0]) < 0:
 			h[0] = c
 			down(0)
 		}
