@@ -22,21 +22,12 @@ func BenchmarkListPages(b *testing.B) {
 	ctx := testCtx(b)
 	listAll := func(b *testing.B, size uint32, between func()) {
 		req := barList(size, "")
-		got := 0
-		for {
+		countPages(b, n, between, func(token string) (int, string) {
+			req.PageToken = token
 			rsp, err := env.server.List(ctx, req)
 			require.NoError(b, err)
-			got += len(rsp.Resources)
-			if rsp.NextPageToken == "" {
-				break
-			}
-			if between != nil {
-				between()
-				between = nil
-			}
-			req.PageToken = rsp.NextPageToken
-		}
-		require.Equal(b, n, got)
+			return len(rsp.Resources), rsp.NextPageToken
+		})
 	}
 	b.Run("one-list", func(b *testing.B) {
 		for b.Loop() {
@@ -80,21 +71,12 @@ func BenchmarkListByOwnerPages(b *testing.B) {
 	ctx := testCtx(b)
 	listAll := func(b *testing.B, size uint32, between func()) {
 		req := &pbresource.ListByOwnerRequest{Owner: owner.Id, PageSize: size}
-		got := 0
-		for {
+		countPages(b, n, between, func(token string) (int, string) {
+			req.PageToken = token
 			rsp, err := env.server.ListByOwner(ctx, req)
 			require.NoError(b, err)
-			got += len(rsp.Resources)
-			if rsp.NextPageToken == "" {
-				break
-			}
-			if between != nil {
-				between()
-				between = nil
-			}
-			req.PageToken = rsp.NextPageToken
-		}
-		require.Equal(b, n, got)
+			return len(rsp.Resources), rsp.NextPageToken
+		})
 	}
 	b.Run("one-list", func(b *testing.B) {
 		for b.Loop() {
@@ -121,4 +103,24 @@ func BenchmarkListByOwnerPages(b *testing.B) {
 			})
 		}
 	})
+}
+
+// countPages pages with page(token), which returns a page's size and next
+// token, from the empty token on, running between (if set) once after the
+// first page, and checks that the pages held n resources.
+func countPages(b *testing.B, n int, between func(), page func(token string) (int, string)) {
+	got, token := 0, ""
+	for {
+		size, next := page(token)
+		got += size
+		if next == "" {
+			break
+		}
+		if between != nil {
+			between()
+			between = nil
+		}
+		token = next
+	}
+	require.Equal(b, n, got)
 }

@@ -23,26 +23,12 @@ func ownerList(owner *pbresource.ID, size uint32, token string) *pbresource.List
 // the resources' names (type/name) and the version.
 func listOwnerPages(t *testing.T, client pbresource.ResourceServiceClient, req *pbresource.ListByOwnerRequest) ([]string, string) {
 	t.Helper()
-	var names []string
-	var version string
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000, "paging does not end")
+	return walkPages(t, int(req.PageSize), func(token string) ([]*pbresource.Resource, string, string) {
+		req.PageToken = token
 		rsp, err := client.ListByOwner(testCtx(t), req)
 		require.NoError(t, err)
-		if version == "" {
-			version = rsp.Version
-		}
-		require.NotEmpty(t, rsp.Version)
-		require.Equal(t, version, rsp.Version, "every page has the listing's version")
-		for _, r := range rsp.Resources {
-			names = append(names, r.Id.Type.Kind+"/"+r.Id.Name)
-		}
-		if rsp.NextPageToken == "" {
-			return names, version
-		}
-		require.Len(t, rsp.Resources, int(req.PageSize), "a page before the last is full")
-		req.PageToken = rsp.NextPageToken
-	}
+		return rsp.Resources, rsp.Version, rsp.NextPageToken
+	}, func(id *pbresource.ID) string { return id.Type.Kind + "/" + id.Name })
 }
 
 // ownedChildren writes, owned by owner, bars (some the readFilter ACL

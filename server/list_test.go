@@ -29,25 +29,39 @@ func barList(size uint32, token string) *pbresource.ListRequest {
 // last is full. It returns the resources' names and the version.
 func listPages(t *testing.T, client pbresource.ResourceServiceClient, req *pbresource.ListRequest) ([]string, string) {
 	t.Helper()
-	var names []string
-	var version string
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000, "paging does not end")
+	return walkPages(t, int(req.PageSize), func(token string) ([]*pbresource.Resource, string, string) {
+		req.PageToken = token
 		rsp, err := client.List(testCtx(t), req)
 		require.NoError(t, err)
+		return rsp.Resources, rsp.Version, rsp.NextPageToken
+	}, func(id *pbresource.ID) string { return id.Name })
+}
+
+// walkPages pages with page(token), which returns a page's resources,
+// version and next token, from the empty token on, checking that every
+// page has the same version and that every page but the last holds size
+// resources. It returns the resources' names (as name gives them) and the
+// version.
+func walkPages(t *testing.T, size int, page func(token string) ([]*pbresource.Resource, string, string), name func(*pbresource.ID) string) ([]string, string) {
+	t.Helper()
+	var names []string
+	var version, token string
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 1000, "paging does not end")
+		resources, v, next := page(token)
 		if version == "" {
-			version = rsp.Version
+			version = v
 		}
-		require.NotEmpty(t, rsp.Version)
-		require.Equal(t, version, rsp.Version, "every page has the listing's version")
-		for _, r := range rsp.Resources {
-			names = append(names, r.Id.Name)
+		require.NotEmpty(t, v)
+		require.Equal(t, version, v, "every page has the listing's version")
+		for _, r := range resources {
+			names = append(names, name(r.Id))
 		}
-		if rsp.NextPageToken == "" {
+		if next == "" {
 			return names, version
 		}
-		require.Len(t, rsp.Resources, int(req.PageSize), "a page before the last is full")
-		req.PageToken = rsp.NextPageToken
+		require.Len(t, resources, size, "a page before the last is full")
+		token = next
 	}
 }
 

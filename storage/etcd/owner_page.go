@@ -68,13 +68,7 @@ func (b *Backend) listOwnedPage(ctx context.Context, owner *pbresource.ID, rev i
 		}
 		start = prefix + a.Type.Group + "/" + a.Type.Kind + "/" + a.Partition + "/" + a.Namespace + "/" + a.Name + "\x00"
 	}
-	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithKeysOnly()}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
-	}
-	if req.Limit > 0 {
-		opts = append(opts, clientv3.WithLimit(int64(req.Limit)))
-	}
+	opts := append(pageOptions(prefix, rev, req.Limit), clientv3.WithKeysOnly())
 	resp, err := b.get(ctx, storage.EventualConsistency, start, opts...)
 	if err != nil {
 		return storage.Page{}, pageReadError(err, rev)
@@ -124,6 +118,19 @@ func pageRevision(version string) (int64, error) {
 		return 0, storage.ErrInvalidVersion
 	}
 	return v, nil
+}
+
+// pageOptions are the options of a page's Range under prefix: at revision
+// rev (0: the current one), of at most limit keys (0: no limit).
+func pageOptions(prefix string, rev int64, limit int) []clientv3.OpOption {
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix))}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	if limit > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(limit)))
+	}
+	return opts
 }
 
 // pageReadError maps the error of a read at revision rev for a page.

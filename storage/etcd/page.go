@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/storage"
 )
@@ -58,13 +56,7 @@ func (b *Backend) ListPage(ctx context.Context, resType storage.UnversionedType,
 			start = k
 		}
 	}
-	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(q.rangePrefix))}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
-	}
-	if req.Limit > 0 {
-		opts = append(opts, clientv3.WithLimit(int64(req.Limit)))
-	}
+	opts := pageOptions(q.rangePrefix, rev, req.Limit)
 	if q.empty {
 		return storage.Page{Version: strconv.FormatInt(max(rev, b.seen.Load()), 10)}, nil
 	}
