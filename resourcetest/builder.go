@@ -159,7 +159,12 @@ func (b *ResourceBuilder) Reference(section string) *pbresource.Reference {
 }
 
 // Write writes the resource through client and then each of its statuses
-// (in key order) with WriteStatus, and returns the stored result. A status
+// (in key order) with WriteStatus, and returns the stored result. Like
+// `loom apply`, it keeps the finalizers (and deletion mark) of a stored
+// resource of the same name unless the builder sets them with WithMeta, so
+// rewriting a resource in a test does not take away a controller's
+// finalizer; it reads the stored resource first and writes with a
+// compare-and-swap against it. A status
 // write is a compare-and-swap against the version just written; when
 // something else changed the resource meanwhile (a controller, say), it is
 // retried against the new version until WriteTimeout. A blanket write that
@@ -180,13 +185,18 @@ func (b *ResourceBuilder) Write(t T, client pbresource.ResourceServiceClient) *p
 	name := resource.IDString(res.Id)
 
 	var written *pbresource.Resource
+	blanket := res.Version == ""
 	for {
-		rsp, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res})
+		req, err := b.carryStored(ctx, client, res, blanket)
+		if err != nil {
+			fatalf(t, "resourcetest: writing %s: reading the stored resource: %v", name, err)
+		}
+		rsp, err := client.Write(ctx, req)
 		if err == nil {
 			written = rsp.Resource
 			break
 		}
-		if status.Code(err) == codes.Aborted && res.Version == "" && ctx.Err() == nil {
+		if status.Code(err) == codes.Aborted && blanket && ctx.Err() == nil {
 			if !sleepCtx(ctx, 5*time.Millisecond) {
 				fatalf(t, "resourcetest: writing %s: still conflicting after %s: %v", name, WriteTimeout, err)
 			}
@@ -204,6 +214,44 @@ func (b *ResourceBuilder) Write(t T, client pbresource.ResourceServiceClient) *p
 		written = writeStatus(ctx, t, client, written, key, statuses[key])
 	}
 	return written
+}
+
+// carriedMetadata are the metadata keys Write keeps from the stored
+// resource when the builder does not set them, as `loom apply` does: what
+// controllers and Delete add, which a test rewriting a resource does not
+// mean to take away.
+var carriedMetadata = []string{resource.FinalizerKey, resource.DeletionTimestampKey}
+
+// carryStored returns the Write request for res: res with the stored
+// resource's carriedMetadata that the builder does not set. A blanket write
+// (blanket) of a resource that exists becomes a compare-and-swap against
+// the version read, so a finalizer a controller adds meanwhile is not lost
+// (the conflict is retried); res itself is not changed.
+func (b *ResourceBuilder) carryStored(ctx context.Context, client pbresource.ResourceServiceClient, res *pbresource.Resource, blanket bool) (*pbresource.WriteRequest, error) {
+	name := &pbresource.ID{Type: res.Id.Type, Tenancy: res.Id.Tenancy, Name: res.Id.Name}
+	read, err := client.Read(consistent(ctx), &pbresource.ReadRequest{Id: name})
+	if status.Code(err) == codes.NotFound {
+		return &pbresource.WriteRequest{Resource: res}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	stored := read.Resource
+	out := resource.Clone(res)
+	for _, k := range carriedMetadata {
+		v, ok := stored.Metadata[k]
+		if _, set := b.res.Metadata[k]; !ok || set {
+			continue
+		}
+		if out.Metadata == nil {
+			out.Metadata = map[string]string{}
+		}
+		out.Metadata[k] = v
+	}
+	if blanket {
+		out.Version = stored.Version
+	}
+	return &pbresource.WriteRequest{Resource: out}, nil
 }
 
 // writeStatus stores st under key on res (as last written), retrying

@@ -212,3 +212,37 @@ func TestWriteFailures(t *testing.T) {
 		requireFailed(t, f, true, `writing status "s" of foo.v1.Bar/default.default/bad-status`, "type")
 	})
 }
+
+func TestWriteKeepsStoredFinalizers(t *testing.T) {
+	svc := startService(t)
+	other := resourcetest.NewClient(svc.Client)
+	resourcetest.Resource(foo.BarV1Type, "bar").
+		WithData(t, &pbfoov1.Bar{Baz: "one"}).
+		WithMeta(resource.FinalizerKey, "ctl/a").
+		Write(t, svc.Client)
+
+	// A controller adds a finalizer between the builder's read and its
+	// write: the write conflicts and is retried, keeping both.
+	client := &hookClient{ResourceServiceClient: svc.Client, beforeWrite: func(n int) error {
+		if n == 1 {
+			resourcetest.Resource(foo.BarV1Type, "bar").
+				WithData(t, &pbfoov1.Bar{Baz: "one"}).
+				WithMeta(resource.FinalizerKey, "ctl/a ctl/b").
+				Write(t, other)
+		}
+		return nil
+	}}
+	res := resourcetest.Resource(foo.BarV1Type, "bar").WithData(t, &pbfoov1.Bar{Baz: "two"}).Write(t, client)
+	require.Equal(t, 2, client.writes, "the write that lost the race is retried once")
+	require.Equal(t, []string{"ctl/a", "ctl/b"}, resource.Finalizers(res))
+	bar, err := resource.Decode[*pbfoov1.Bar](res)
+	require.NoError(t, err)
+	require.Equal(t, "two", bar.Baz)
+
+	// Finalizers the builder sets replace the stored ones.
+	res = resourcetest.Resource(foo.BarV1Type, "bar").
+		WithData(t, &pbfoov1.Bar{Baz: "two"}).
+		WithMeta(resource.FinalizerKey, "ctl/c").
+		Write(t, svc.Client)
+	require.Equal(t, []string{"ctl/c"}, resource.Finalizers(res))
+}
