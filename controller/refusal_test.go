@@ -115,6 +115,23 @@ const (
 `
 )
 
+// startWatchingManager runs a Manager with a controller of foo.v1.Bar
+// that does nothing, retrying its watch every few milliseconds, and
+// returns it with its info-level log and its metrics.
+func startWatchingManager(t *testing.T, client pbresource.ResourceServiceClient) (*controller.Manager, *testlog.Buffer, *prometheus.Registry) {
+	t.Helper()
+	logs := &testlog.Buffer{}
+	reg := prometheus.NewRegistry()
+	m, err := controller.NewManager(client, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}),
+		controller.WithWatchRetry(time.Millisecond, 5*time.Millisecond), controller.WithMetrics(reg))
+	require.NoError(t, err)
+	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
+	m.SetLeader(true)
+	runManager(t, m)
+	return m, logs, reg
+}
+
 // refusedWatchCase is a server that refuses the Manager's watch until fix
 // is called.
 type refusedWatchCase struct {
@@ -173,19 +190,10 @@ func TestWatchRefused(t *testing.T) {
 	for _, tc := range refusedWatchCases {
 		t.Run(tc.name, func(t *testing.T) {
 			client, fix := tc.start(t)
-			logs := &testlog.Buffer{}
-			reg := prometheus.NewRegistry()
-			m, err := controller.NewManager(client, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}),
-				controller.WithWatchRetry(time.Millisecond, 5*time.Millisecond), controller.WithMetrics(reg))
-			require.NoError(t, err)
-			m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-				WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
-			m.SetLeader(true)
-			runManager(t, m)
-
+			m, logs, reg := startWatchingManager(t, client)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err = m.WaitPrimed(ctx)
+			err := m.WaitPrimed(ctx)
 			require.Error(t, err)
 			require.NoError(t, ctx.Err(), "WaitPrimed returns as soon as the watch is refused, not at the deadline")
 			require.Equal(t, tc.code, status.Code(err), "the server's code shows through: %v", err)
@@ -240,11 +248,7 @@ func (unavailableClient) WatchList(context.Context, *pbresource.WatchListRequest
 // end WaitPrimed early, but its deadline error names the unprimed type and
 // the last failure, and still is ctx's error.
 func TestWaitPrimedDeadlineSaysWhy(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := newManager(t, unavailableClient{startService(t).Client}, controller.WithMetrics(reg))
-	m.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
-	runManager(t, m)
+	m, _, reg := startWatchingManager(t, unavailableClient{startService(t).Client})
 	require.Eventually(t, func() bool {
 		return counterValue(t, reg, "loom_controller_watch_errors_total", "code", "Unavailable") > 0
 	}, 10*time.Second, time.Millisecond)
