@@ -24,6 +24,7 @@ type Manager struct {
 	flag    *flagLease
 	lease   Lease
 	metrics *metrics
+	health  *watchHealth
 
 	watchRetryMin, watchRetryMax time.Duration
 
@@ -115,6 +116,7 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 		}
 		m.metrics = met
 	}
+	m.health = newWatchHealth(m.metrics.watchErrors)
 	return m, nil
 }
 
@@ -210,6 +212,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				Cache:    m.cache,
 				Logger:   m.logger.Named("cache"),
 				Probe:    probe,
+				Health:   m.health,
 				RetryMin: m.watchRetryMin,
 				RetryMax: m.watchRetryMax,
 			}

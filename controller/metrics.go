@@ -15,6 +15,8 @@ type metrics struct {
 	reconcilePanics *prometheus.CounterVec
 	mapperErrors    *prometheus.CounterVec
 	mapperInvalid   *prometheus.CounterVec
+	watchErrors     *prometheus.CounterVec
+	authErrors      *prometheus.CounterVec
 	queue           *queue.MetricsVec
 }
 
@@ -45,6 +47,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "loom_controller_mapper_invalid_requests_total",
 			Help: "Total number of requests per controller that a dependency mapper returned for another type than the controller manages (not queued).",
 		}, []string{"controller"}),
+		watchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_watch_errors_total",
+			Help: "Total number of the Manager's watch streams that ended with an error or were refused, per watched type (group.version.kind) and gRPC code (each is retried).",
+		}, []string{"type", "code"}),
+		authErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_reconcile_auth_errors_total",
+			Help: "Total number of reconciliations per controller that failed because the server refused a call for want of a token or a right, by gRPC code (Unauthenticated, PermissionDenied; Internal for Consul's \"ACL not found\").",
+		}, []string{"controller", "code"}),
 	}
 	qm, err := queue.NewMetricsVec(reg)
 	if err != nil {
@@ -52,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.queue = qm
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid} {
+		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid, m.watchErrors, m.authErrors} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -68,6 +78,7 @@ type controllerMetrics struct {
 	errors, panics             prometheus.Counter
 	time                       prometheus.Observer
 	queue                      *queue.Metrics
+	authErrors                 *prometheus.CounterVec // by code
 }
 
 func (m *metrics) forController(name string) *controllerMetrics {
@@ -81,6 +92,7 @@ func (m *metrics) forController(name string) *controllerMetrics {
 		panics:       m.reconcilePanics.WithLabelValues(name),
 		time:         m.reconcileTime.WithLabelValues(name),
 		queue:        m.queue.For(name),
+		authErrors:   m.authErrors.MustCurryWith(prometheus.Labels{"controller": name}),
 	}
 }
 

@@ -107,11 +107,12 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		defer wg.Done()
 		s.runMappers(ctx, rt, logger, m.metrics.forMappers(c.name))
 	}()
+	refused := &refusals{logger: logger, count: met.authErrors}
 	for i := 0; i < c.concurrency; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{c: c, q: q, rt: rt, logger: logger, met: met}
+			w := worker{c: c, q: q, rt: rt, logger: logger, met: met, refused: refused}
 			w.run(ctx)
 		}()
 	}
@@ -155,6 +156,9 @@ type worker struct {
 	rt     reconcile.Runtime
 	logger hclog.Logger
 	met    *controllerMetrics
+	// refused logs refusals for want of a token or a right once per
+	// change, not once per retry.
+	refused *refusals
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -206,13 +210,14 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 		if _, isPanic := err.(panicError); isPanic {
 			w.met.panics.Inc()
 		}
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !w.refused.failed(key, err) {
 			w.logger.Error("reconcile failed; retrying with backoff", "request", key.String(), "error", err, "retries", w.q.NumRequeues(key))
 		}
 		w.q.AddRateLimited(key, req)
 		return end
 	}
 	w.met.success.Inc()
+	w.refused.succeeded(key)
 	w.q.Forget(key)
 	return end
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +35,8 @@ type cacheWatcher struct {
 	// versions its snapshots (Loom) or not (Consul); the Manager's
 	// watchers share it.
 	Probe *serverProbe
+	// Health is told how each attempt fares; it counts and logs failures.
+	Health *watchHealth
 	// RetryMin and RetryMax bound the backoff between attempts to re-open a
 	// broken stream (defaults 10 ms and 5 s). A stream that was healthy is
 	// re-opened after a random pause below RetryMin.
@@ -77,6 +78,7 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	retryMin, retryMax := orDefault(w.RetryMin, 10*time.Millisecond), orDefault(w.RetryMax, 5*time.Second)
 	bo := retry.NewBackOff(retryMin, retryMax,
 		backoff.WithRandomizationFactor(backoff.DefaultRandomizationFactor))
+	accepted := func() { w.Health.accepted(typ, logger) }
 	var once sync.Once
 	markPrimed := func() {
 		if primed != nil {
@@ -86,7 +88,7 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 	var resume resumePoint
 	for {
 		opened := time.Now()
-		current, err := w.watchOnce(ctx, typ, &resume, sink, markPrimed)
+		current, err := w.watchOnce(ctx, typ, &resume, sink, markPrimed, accepted)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -111,14 +113,10 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 			resume = resumePoint{}
 			continue
 		}
-		if isSetupError(err) {
-			// Retrying will not help until someone fixes the setup (e.g.
-			// registers the type on the server, or gives the Manager a
-			// token); say so loudly.
-			logger.Error("cannot watch type; retrying", "error", err, "retry_in", wait)
-		} else {
-			logger.Debug("watch stream ended; re-opening", "error", err, "retry_in", wait)
-		}
+		// A refusal that retrying will not cure until someone fixes the
+		// setup (gives the Manager a token, registers the type on the
+		// server) is logged loudly, once per change of it.
+		w.Health.failed(typ, err, wait, logger)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -130,10 +128,11 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 }
 
 // watchOnce runs one stream to its end, resuming from resume if it is
-// set and keeping it up to date. It reports whether the cache was current
+// set and keeping it up to date, and calls accepted on its first event
+// (the server accepted the watch). It reports whether the cache was current
 // at some point of the stream (it got as far as its EndOfSnapshot, or
 // resumed).
-func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resume *resumePoint, sink func(cache.Event), primed func()) (bool, error) {
+func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resume *resumePoint, sink func(cache.Event), primed, accepted func()) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Events are immutable (see the resource package doc): the cache keeps
@@ -179,6 +178,10 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 				err = status.Error(codes.Unavailable, "watch stream closed by the server")
 			}
 			return current, err
+		}
+		if accepted != nil {
+			accepted()
+			accepted = nil
 		}
 		switch e := ev.Event.(type) {
 		case *pbresource.WatchEvent_NewSnapshot_:
@@ -349,18 +352,4 @@ func dropID(list []*pbresource.Resource, id *pbresource.ID) []*pbresource.Resour
 		}
 	}
 	return out
-}
-
-// isSetupError reports whether a watch failed for a reason only a change of
-// setup can cure: a bad request, a type the server does not know, or a
-// caller without the right to watch. Consul answers a missing or unknown
-// ACL token with Internal "ACL not found", so that counts too.
-func isSetupError(err error) bool {
-	switch st, _ := status.FromError(err); st.Code() {
-	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
-		return true
-	case codes.Internal:
-		return strings.Contains(st.Message(), "ACL not found")
-	}
-	return false
 }

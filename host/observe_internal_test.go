@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
@@ -19,6 +21,7 @@ import (
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/inmem"
 )
 
@@ -49,30 +52,8 @@ func TestReadyzWaitsForPriming(t *testing.T) {
 	backend := inmem.New()
 	svc := server.New(server.Config{Backend: backend, Registry: registry})
 	release := make(chan struct{})
-	mgr, err := controller.NewManager(heldClient{server.NewInProcessClient(svc), release}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr.MustRegister(controller.NewController("bar", foo.BarV1Type).
-		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	var serving atomic.Bool
-	serving.Store(true)
-	srv := httptest.NewServer(observe.NewHandler(readiness{serving: &serving, backend: backend, mgr: mgr}.options()...))
-	defer srv.Close()
-	get := func() (int, string) {
-		rsp, err := http.Get(srv.URL + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rsp.Body.Close()
-		b, _ := io.ReadAll(rsp.Body)
-		return rsp.StatusCode, string(b)
-	}
+	mgr, url, serving := startReadiness(t, backend, heldClient{server.NewInProcessClient(svc), release})
+	get := func() (int, string) { return readyz(t, url) }
 
 	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "cache") {
 		t.Fatalf("/readyz before priming = %d %q, want 503 naming the cache", code, body)
@@ -90,4 +71,82 @@ func TestReadyzWaitsForPriming(t *testing.T) {
 	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "grpc") {
 		t.Fatalf("/readyz once shutting down = %d %q, want 503 naming grpc", code, body)
 	}
+}
+
+// TestReadyzSaysWhyNotPrimed: while the server refuses the Manager's watch
+// for want of a token, /readyz is 503 naming the cache, the type and the
+// fix; once a token is accepted, 200.
+func TestReadyzSaysWhyNotPrimed(t *testing.T) {
+	registry := resource.NewRegistry()
+	if err := foo.RegisterTypes(registry); err != nil {
+		t.Fatal(err)
+	}
+	backend := inmem.New()
+	var tokenFixed atomic.Bool
+	svc := server.New(server.Config{Backend: backend, Registry: registry,
+		ACLResolver: func(context.Context) (resource.Authorizer, error) {
+			if tokenFixed.Load() {
+				return resource.AllowAll, nil
+			}
+			return nil, status.Error(codes.Unauthenticated, "ACLs are on: send a token")
+		}})
+	mgr, url, _ := startReadiness(t, backend, server.NewInProcessClient(svc))
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	if err := mgr.WaitPrimed(waitCtx); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("WaitPrimed = %v, want the server's Unauthenticated", err)
+	}
+	code, body := readyz(t, url)
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with the watch refused = %d %q, want 503", code, body)
+	}
+	for _, want := range []string{"not ready: cache: ", "foo.v1.Bar", "Unauthenticated", "present a token"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/readyz body %q lacks %q", body, want)
+		}
+	}
+
+	tokenFixed.Store(true)
+	if err := mgr.WaitPrimed(waitCtx); err != nil {
+		t.Fatalf("the cache did not prime once the token was accepted: %v", err)
+	}
+	if code, body := readyz(t, url); code != http.StatusOK {
+		t.Fatalf("/readyz once primed = %d %q, want 200", code, body)
+	}
+}
+
+// startReadiness runs a Manager over client with a controller of
+// foo.v1.Bar that does nothing, and serves the host's readiness checks of
+// it and backend until the test ends. It returns the Manager, the
+// server's URL and the flag the gRPC check reads (true).
+func startReadiness(t *testing.T, backend storage.Backend, client pbresource.ResourceServiceClient) (*controller.Manager, string, *atomic.Bool) {
+	t.Helper()
+	mgr, err := controller.NewManager(client, nil, controller.WithWatchRetry(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.MustRegister(controller.NewController("bar", foo.BarV1Type).
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil })))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var serving atomic.Bool
+	serving.Store(true)
+	srv := httptest.NewServer(observe.NewHandler(readiness{serving: &serving, backend: backend, mgr: mgr}.options()...))
+	t.Cleanup(srv.Close)
+	return mgr, srv.URL, &serving
+}
+
+// readyz gets base's /readyz: its status code and body.
+func readyz(t *testing.T, base string) (int, string) {
+	t.Helper()
+	rsp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	b, _ := io.ReadAll(rsp.Body)
+	return rsp.StatusCode, string(b)
 }

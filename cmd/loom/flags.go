@@ -212,8 +212,49 @@ func (c *clientFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 func (c *clientFlags) call(ctx context.Context, stderr io.Writer, f func(context.Context, *session) error) error {
 	s, err := c.connect(ctx, stderr)
 	if err != nil {
-		return err
+		return c.withHint(err)
 	}
 	defer s.Close()
-	return f(ctx, s)
+	return c.withHint(f(ctx, s))
 }
+
+// tlsOn reports whether the connection flags turn TLS on.
+func (c *clientFlags) tlsOn() bool { return c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" }
+
+// hint returns advice for err when its text shows that this client and
+// the server disagree about TLS, else "". The texts are gRPC's and Go's
+// TLS package's.
+func (c *clientFlags) hint(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case !c.tlsOn() && strings.Contains(msg, "server preface"):
+		// "error reading server preface", "connection closed before
+		// server preface received": the server hung up on plaintext.
+		return "the server may expect TLS: give -tls-ca FILE, the CA that signed its certificate"
+	case c.tlsOn() && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the server speaks plaintext: leave out the -tls-* flags"
+	}
+	return ""
+}
+
+// withHint returns err with hint's advice for exitCode to print, or err
+// itself when there is none.
+func (c *clientFlags) withHint(err error) error {
+	if h := c.hint(err); h != "" {
+		return hintedError{err: err, hint: h}
+	}
+	return err
+}
+
+// hintedError is an error with advice on what to change, printed on a
+// line of its own after the error.
+type hintedError struct {
+	err  error
+	hint string
+}
+
+func (e hintedError) Error() string { return e.err.Error() }
+func (e hintedError) Unwrap() error { return e.err }

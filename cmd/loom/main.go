@@ -66,13 +66,20 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s\nRun 'loom help' for usage.\n", msg)
 		return 2
 	default:
+		hinted, _ := err.(hintedError)
+		if hinted.err != nil {
+			err = hinted.err
+		}
 		if st, ok := status.FromError(err); ok {
 			// A server's answer: its code and message read better than
 			// the Go error's "rpc error: code = ... desc = ...".
 			fmt.Fprintf(stderr, "loom: %s: %s\n", st.Code(), st.Message())
-			return 1
+		} else {
+			fmt.Fprintf(stderr, "loom: %v\n", err)
 		}
-		fmt.Fprintf(stderr, "loom: %v\n", err)
+		if hinted.hint != "" {
+			fmt.Fprintf(stderr, "loom: hint: %s\n", hinted.hint)
+		}
 		return 1
 	}
 }

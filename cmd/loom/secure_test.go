@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -107,5 +108,48 @@ func TestSecureServer(t *testing.T) {
 			t.Fatalf("/readyz = %d %q after 10s", rsp.StatusCode, strings.TrimSpace(string(body)))
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// TestCLIHintsTLSMismatch: a client without TLS talking to a TLS server,
+// and one with TLS talking to a plaintext server, are told which flag to
+// change, once, beside the error gRPC gives.
+func TestCLIHintsTLSMismatch(t *testing.T) {
+	caFile, certFile, keyFile, _ := testPKI(t)
+	tlsAddr := startWidgetServer(t, "-tls-cert", certFile, "-tls-key", keyFile)
+	plainAddr := startWidgetServer(t)
+	loom := func(args ...string) (string, int) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := exitCode(run(context.Background(), args, &stdout, &stderr), &stderr)
+		return stderr.String(), code
+	}
+	const toTLS = "loom: hint: the server may expect TLS: give -tls-ca FILE"
+	const toPlain = "loom: hint: the server speaks plaintext: leave out the -tls-* flags"
+
+	for _, cmd := range [][]string{{"list", "clitest.v1.Widget"}, {"read", "clitest.v1.Widget", "w"}, {"delete", "clitest.v1.Widget", "w"}} {
+		errOut, code := loom(append(cmd, "-addr", tlsAddr, "-timeout", "5s")...)
+		if code != 1 || !strings.Contains(errOut, "server preface") || strings.Count(errOut, toTLS) != 1 {
+			t.Errorf("loom %s in plaintext to a TLS server: exit %d, stderr %q; want 1, gRPC's error and the -tls-ca hint", cmd[0], code, errOut)
+		}
+	}
+	errOut, code := loom("watch", "clitest.v1.Widget", "-addr", tlsAddr, "-timeout", "1s")
+	if code != 0 || strings.Count(errOut, "watching again") < 2 || strings.Count(errOut, toTLS) != 1 {
+		t.Errorf("loom watch in plaintext to a TLS server: exit %d, stderr %q; want retries and the hint once", code, errOut)
+	}
+
+	errOut, code = loom("list", "clitest.v1.Widget", "-addr", plainAddr, "-tls-ca", caFile, "-timeout", "5s")
+	if code != 1 || !strings.Contains(errOut, "first record does not look like a TLS handshake") || !strings.Contains(errOut, toPlain) {
+		t.Errorf("loom list with TLS to a plaintext server: exit %d, stderr %q; want 1 and the hint to leave TLS out", code, errOut)
+	}
+	// The hint is for a mismatch only: a server's own answer has none,
+	// nor does a matching TLS connection.
+	for _, args := range [][]string{
+		{"list", "clitest.v1.Nope", "-addr", plainAddr},
+		{"list", "clitest.v1.Nope", "-addr", tlsAddr, "-tls-ca", caFile},
+	} {
+		if errOut, code := loom(args...); code != 1 || !strings.HasPrefix(errOut, "loom: InvalidArgument: ") || strings.Contains(errOut, "hint") {
+			t.Errorf("loom %v: exit %d, stderr %q; want the server's InvalidArgument and no hint", args, code, errOut)
+		}
 	}
 }

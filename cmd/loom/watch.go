@@ -67,21 +67,23 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	s, err := c.connect(ctx, stderr)
 	if err != nil {
-		return err
+		return c.withHint(err)
 	}
 	defer s.Close()
 	w := &eventWriter{p: s.printer(*format, stdout)}
 	// A Loom server may then send several events per message (Consul
 	// ignores the field); watchOnce prints them one by one.
 	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, SinceVersion: *since, BatchEvents: true}
-	return watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax))
+	return c.withHint(watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax), c.hint))
 }
 
 // watchLoop watches until ctx ends, watching again after a backoff when a
 // stream (or the call that opens it) ends with Unavailable, from where the
 // last one left off when the server tells versions. It returns nil when ctx
-// ends, and any other error of the server.
-func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req *pbresource.WatchListRequest, w *eventWriter, stderr io.Writer, bo backoff.BackOff) error {
+// ends, and any other error of the server. hint, if not nil, gives advice
+// on an Unavailable error, printed once.
+func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req *pbresource.WatchListRequest, w *eventWriter, stderr io.Writer, bo backoff.BackOff, hint func(error) string) error {
+	hinted := false
 	// Bookmarks keep the resume point of a quiet type current.
 	req.Bookmarks = true
 	w.resume, w.resumed = req.SinceVersion, false
@@ -112,6 +114,12 @@ func watchLoop(ctx context.Context, client pbresource.ResourceServiceClient, req
 		}
 		wait := bo.NextBackOff()
 		fmt.Fprintf(stderr, "loom: watch: %s; watching again in %s\n", errorText(err), wait)
+		if hint != nil && !hinted {
+			if h := hint(err); h != "" {
+				fmt.Fprintf(stderr, "loom: hint: %s\n", h)
+				hinted = true
+			}
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

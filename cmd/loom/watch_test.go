@@ -77,7 +77,7 @@ func TestWatchAgainOnUnavailable(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	types := &typeResolver{ctx: context.Background(), noServer: errors.New("none")}
 	w := &eventWriter{p: &printer{format: formatJSON, types: types, stdout: &stdout, stderr: &stderr, now: time.Now, warned: map[string]bool{}}}
-	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond), nil)
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("watchLoop returned %v, want the PermissionDenied that ended the third stream", err)
 	}
@@ -93,7 +93,7 @@ func TestWatchAgainOnUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- watchLoop(ctx, f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Hour, time.Hour))
+		done <- watchLoop(ctx, f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Hour, time.Hour), nil)
 	}()
 	cancel()
 	if err := <-done; err != nil {
@@ -122,7 +122,7 @@ func TestWatchResumes(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	types := &typeResolver{ctx: context.Background(), noServer: errors.New("none")}
 	w := &eventWriter{p: &printer{format: formatJSON, types: types, stdout: &stdout, stderr: &stderr, now: time.Now, warned: map[string]bool{}}}
-	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond), nil)
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("watchLoop returned %v, want the PermissionDenied that ended the last stream", err)
 	}
@@ -135,7 +135,7 @@ func TestWatchResumes(t *testing.T) {
 
 	// -since that the server refuses is the command's error.
 	f = &fakeWatcher{streams: []fakeStream{{end: status.Error(codes.OutOfRange, "since_version 9 is ahead of the store")}}}
-	err = watchLoop(context.Background(), f, &pbresource.WatchListRequest{SinceVersion: "9"}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	err = watchLoop(context.Background(), f, &pbresource.WatchListRequest{SinceVersion: "9"}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond), nil)
 	if status.Code(err) != codes.OutOfRange || f.calls != 1 {
 		t.Errorf("watch -since refused: %v after %d watches, want OutOfRange after 1", err, f.calls)
 	}
@@ -149,7 +149,7 @@ func TestWatchPrintsBatches(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	types := &typeResolver{ctx: context.Background(), noServer: errors.New("none")}
 	w := &eventWriter{p: &printer{format: formatJSON, types: types, stdout: &stdout, stderr: &stderr, now: time.Now, warned: map[string]bool{}}}
-	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond))
+	err := watchLoop(context.Background(), f, &pbresource.WatchListRequest{}, w, &stderr, retry.NewBackOff(time.Millisecond, 2*time.Millisecond), nil)
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("watchLoop returned %v, want the PermissionDenied that ended the stream", err)
 	}
