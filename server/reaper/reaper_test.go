@@ -220,3 +220,10 @@ func TestCascadeInPages(t *testing.T) {
 	require.GreaterOrEqual(t, counter.pages.Load(), int32(3), "2,100 children take 3 pages")
 	require.LessOrEqual(t, counter.largest.Load(), int32(1000), "no page holds more than 1,000")
 }
+
+// TestRecreatedOwner deletes an owner and creates it again before the
+// reaper has removed what its earlier lifetime owned, on the in-memory
+// backend: the new owner ends up with a child of its own.
+func TestRecreatedOwner(t *testing.T) {
+	reapertest.RunRecreatedOwner(t, inmem.New())
+}
