@@ -46,6 +46,17 @@ func recreate(t *testing.T, svc *resourcetest.Service, zip *pbresource.Resource)
 	return again
 }
 
+// staleBar makes Bar "b" owned by Zip "z" (the Bar as mutate leaves it),
+// then deletes the Zip and writes it again. It returns the new Zip and the
+// Bar its earlier lifetime owns.
+func staleBar(t *testing.T, svc *resourcetest.Service, mutate upsert.MutateFunc) (zip, bar *pbresource.Resource) {
+	t.Helper()
+	zip = writeZip(t, svc, "z")
+	bar, _, err := upsert.CreateOrUpdateOwned(context.Background(), svc.Client, zip.Id, barID("b"), mutate)
+	require.NoError(t, err)
+	return recreate(t, svc, zip), bar
+}
+
 func TestOwnedCreateUpdateUnchanged(t *testing.T) {
 	onBothServices(t, func(t *testing.T, svc *resourcetest.Service) {
 		ctx := context.Background()
@@ -140,10 +151,7 @@ func TestOwnedRefusesWhatIsNotTheOwners(t *testing.T) {
 func TestReplaceStale(t *testing.T) {
 	onBothServices(t, func(t *testing.T, svc *resourcetest.Service) {
 		ctx := context.Background()
-		zip := writeZip(t, svc, "z")
-		old, _, err := upsert.CreateOrUpdateOwned(ctx, svc.Client, zip.Id, barID("b"), setBaz("old"))
-		require.NoError(t, err)
-		zip = recreate(t, svc, zip)
+		zip, old := staleBar(t, svc, setBaz("old"))
 
 		got, result, err := upsert.CreateOrUpdateOwned(ctx, svc.Client, zip.Id, barID("b"), setBaz("new"), upsert.ReplaceStale())
 		require.NoError(t, err)
@@ -161,13 +169,10 @@ func TestReplaceStale(t *testing.T) {
 func TestReplaceStaleHeldByFinalizers(t *testing.T) {
 	onBothServices(t, func(t *testing.T, svc *resourcetest.Service) {
 		ctx := context.Background()
-		zip := writeZip(t, svc, "z")
-		_, _, err := upsert.CreateOrUpdateOwned(ctx, svc.Client, zip.Id, barID("b"), func(res *pbresource.Resource) error {
+		zip, _ := staleBar(t, svc, func(res *pbresource.Resource) error {
 			finalizer.AddFinalizer(res, "test/hold")
 			return setBaz("old")(res)
 		})
-		require.NoError(t, err)
-		zip = recreate(t, svc, zip)
 
 		replace := func() (*pbresource.Resource, upsert.Result, error) {
 			return upsert.CreateOrUpdateOwned(ctx, svc.Client, zip.Id, barID("b"), setBaz("new"), upsert.ReplaceStale())
@@ -220,10 +225,7 @@ func (c *reaperFirst) Delete(ctx context.Context, in *pbresource.DeleteRequest, 
 func TestReplaceStaleAfterTheReaper(t *testing.T) {
 	onBothServices(t, func(t *testing.T, svc *resourcetest.Service) {
 		ctx := context.Background()
-		zip := writeZip(t, svc, "z")
-		_, _, err := upsert.CreateOrUpdateOwned(ctx, svc.Client, zip.Id, barID("b"), setBaz("old"))
-		require.NoError(t, err)
-		zip = recreate(t, svc, zip)
+		zip, _ := staleBar(t, svc, setBaz("old"))
 
 		client := &reaperFirst{ResourceServiceClient: svc.Client}
 		got, result, err := upsert.CreateOrUpdateOwned(ctx, client, zip.Id, barID("b"), setBaz("new"), upsert.ReplaceStale())
