@@ -106,6 +106,14 @@ func TestAsDecodedReconcilesTheCurrentLifetime(t *testing.T) {
 		assert.Nil(t, got)
 	}
 
+	// The request for the current lifetime, the usual case, pays nothing
+	// for the fallback.
+	readOnly := reconcile.AsDecoded(func(context.Context, reconcile.Runtime, reconcile.Request, *resource.Decoded[*pbfoov1.Bar]) error {
+		return nil
+	}, reconcile.DecodedReadOnly())
+	current := reconcile.Request{ID: barID("v1", foo.BarV1Type)}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = readOnly.Reconcile(ctx, rt, current) }))
+
 	var undecodable *pbresource.Resource
 	rec := reconcile.AsDecoded(func(context.Context, reconcile.Runtime, reconcile.Request, *resource.Decoded[*pbfoov1.Bar]) error {
 		t.Error("fn called for undecodable data")
