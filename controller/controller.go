@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/dependency"
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
@@ -36,6 +37,7 @@ type watch struct {
 	typ     *pbresource.Type
 	mapper  reconcile.DependencyMapper
 	indexes []*cache.Index
+	method  string // the builder method that declared it, for messages
 }
 
 type eventFilter struct {
@@ -72,7 +74,20 @@ func (c *Controller) WithReconciler(r reconcile.Reconciler) *Controller {
 // the failed one's place); requests it returns for another type than the
 // managed one are logged, counted and dropped.
 func (c *Controller) WithWatch(typ *pbresource.Type, mapper reconcile.DependencyMapper, indexes ...*cache.Index) *Controller {
-	c.watches = append(c.watches, watch{typ: typ, mapper: mapper, indexes: indexes})
+	c.watches = append(c.watches, watch{typ: typ, mapper: mapper, indexes: indexes, method: "WithWatch"})
+	return c
+}
+
+// WithOwned makes the controller watch typ, the type of resources its
+// managed resources own, as controller-runtime's Owns: every change to a
+// resource of typ whose owner is of the managed type (any GroupVersion)
+// reconciles that owner, by name (dependency.MapOwnerFiltered). So when
+// an owner is deleted and created again, the deletion of what its earlier
+// lifetime owned reconciles the new owner, which can then create its own
+// (see upsert.CreateOrUpdateOwned). indexes are added to the cache for
+// typ. It is a watch like WithWatch's: a type can be watched once.
+func (c *Controller) WithOwned(typ *pbresource.Type, indexes ...*cache.Index) *Controller {
+	c.watches = append(c.watches, watch{typ: typ, mapper: dependency.MapOwnerFiltered(c.managedType), indexes: indexes, method: "WithOwned"})
 	return c
 }
 
@@ -156,20 +171,20 @@ func (c *Controller) validate() error {
 	}
 	for _, w := range c.watches {
 		if err := resource.ValidateType(w.typ); err != nil {
-			problems = append(problems, fmt.Sprintf("watch: %v", err))
+			problems = append(problems, fmt.Sprintf("%s: %v", w.method, err))
 			continue
 		}
 		key := resource.UnversionedTypeString(w.typ)
 		if seen[key] {
 			if resource.EqualUnversionedType(w.typ, c.managedType) {
-				problems = append(problems, fmt.Sprintf("WithWatch(%s): the managed type is watched already", resource.TypeString(w.typ)))
+				problems = append(problems, fmt.Sprintf("%s(%s): the managed type is watched already", w.method, resource.TypeString(w.typ)))
 			} else {
-				problems = append(problems, fmt.Sprintf("WithWatch(%s): the type is watched twice", resource.TypeString(w.typ)))
+				problems = append(problems, fmt.Sprintf("%s(%s): the type is watched twice", w.method, resource.TypeString(w.typ)))
 			}
 		}
 		seen[key] = true
 		if w.mapper == nil {
-			problems = append(problems, fmt.Sprintf("WithWatch(%s): nil dependency mapper", resource.TypeString(w.typ)))
+			problems = append(problems, fmt.Sprintf("%s(%s): nil dependency mapper", w.method, resource.TypeString(w.typ)))
 		}
 	}
 	for _, f := range c.filters {

@@ -14,12 +14,18 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// MapOwner reconciles the owner of the changed resource, if it has one.
+// MapOwner reconciles the owner of the changed resource, if it has one, by
+// name: the request names the owner's type, tenancy and name, without the
+// Uid of the lifetime that owns the resource. So whatever resource now has
+// the owner's name is reconciled, and an owner deleted and created again
+// learns that a resource its earlier lifetime owned has changed or gone
+// (typically: was reaped, so the new owner can create its own), as with
+// controller-runtime's Owns.
 func MapOwner(_ context.Context, _ reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
 	if res.Owner == nil {
 		return nil, nil
 	}
-	return []reconcile.Request{{ID: res.Owner}}, nil
+	return ownerByName(res.Owner), nil
 }
 
 // MapOwnerFiltered is MapOwner for owners of type typ only (any
@@ -29,8 +35,24 @@ func MapOwnerFiltered(typ *pbresource.Type) reconcile.DependencyMapper {
 		if res.Owner == nil || !resource.EqualUnversionedType(res.Owner.Type, typ) {
 			return nil, nil
 		}
-		return []reconcile.Request{{ID: res.Owner}}, nil
+		return ownerByName(res.Owner), nil
 	}
+}
+
+// ownerRequest holds the one request an owner mapper returns and its ID,
+// so that both take a single allocation.
+type ownerRequest struct {
+	reqs [1]reconcile.Request
+	id   pbresource.ID
+}
+
+// ownerByName returns a request for owner without its Uid. The ID shares
+// owner's Type and Tenancy: a request's ID is read-only.
+func ownerByName(owner *pbresource.ID) []reconcile.Request {
+	o := &ownerRequest{}
+	o.id.Type, o.id.Tenancy, o.id.Name = owner.Type, owner.Tenancy, owner.Name
+	o.reqs[0].ID = &o.id
+	return o.reqs[:]
 }
 
 // ReplaceType reconciles the resource of typ with the changed resource's

@@ -41,18 +41,32 @@ func TestOwnerMappers(t *testing.T) {
 	zip := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "z", Uid: "u"}
 	owned := bar(t, "b", nil, zip)
 
+	// The owner by name, without the Uid of the lifetime that owns the
+	// Bar: whatever Zip now has the name is reconciled.
+	byName := resource.CloneID(zip)
+	byName.Uid = ""
 	reqs, err := dependency.MapOwner(ctx, reconcile.Runtime{}, owned)
 	require.NoError(t, err)
 	require.Len(t, reqs, 1)
-	assert.True(t, resource.EqualID(zip, reqs[0].ID))
+	assert.True(t, resource.EqualID(byName, reqs[0].ID), "got %s", resource.IDString(reqs[0].ID))
+	assert.Equal(t, "u", owned.Owner.Uid, "the resource is not changed")
 
 	reqs, _ = dependency.MapOwner(ctx, reconcile.Runtime{}, bar(t, "lonely", nil, nil))
 	assert.Empty(t, reqs)
 
 	reqs, _ = dependency.MapOwnerFiltered(foo.ZipType)(ctx, reconcile.Runtime{}, owned)
-	assert.Len(t, reqs, 1)
+	require.Len(t, reqs, 1)
+	assert.True(t, resource.EqualID(byName, reqs[0].ID), "got %s", resource.IDString(reqs[0].ID))
+	otherVersion := &pbresource.Type{Group: foo.ZipType.Group, GroupVersion: "v9", Kind: foo.ZipType.Kind}
+	reqs, _ = dependency.MapOwnerFiltered(otherVersion)(ctx, reconcile.Runtime{}, owned)
+	assert.Len(t, reqs, 1, "any GroupVersion of the type")
 	reqs, _ = dependency.MapOwnerFiltered(foo.QuxType)(ctx, reconcile.Runtime{}, owned)
 	assert.Empty(t, reqs)
+
+	// One allocation per mapped change: the request and its ID together.
+	mapper := dependency.MapOwnerFiltered(foo.ZipType)
+	allocs := testing.AllocsPerRun(100, func() { _, _ = mapper(ctx, reconcile.Runtime{}, owned) })
+	assert.Equal(t, 1.0, allocs)
 
 	reqs, _ = dependency.ReplaceType(foo.BarV2Type)(ctx, reconcile.Runtime{}, owned)
 	require.Len(t, reqs, 1)

@@ -17,11 +17,10 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/loomrt/loom/internal/lifetime"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // IsMarkedForDeletion reports whether res was deleted and waits for its
@@ -130,30 +129,10 @@ func EnsureFinalizerRemoved(ctx context.Context, rt reconcile.Runtime, res *pbre
 	if !IsMarkedForDeletion(current) || HasFinalizers(current) {
 		return current, nil
 	}
-	if err := deleteLifetime(ctx, rt, current.Id); err != nil {
+	if err := lifetime.Delete(ctx, rt.Client, current.Id); err != nil {
 		return nil, err
 	}
 	return nil, nil
-}
-
-// deleteLifetime deletes the resource with id, aimed at its Uid: success
-// when it is deleted or already gone, including when the name now belongs
-// to a newer resource (Loom refuses the Delete with FailedPrecondition then;
-// Consul accepts it and deletes nothing).
-func deleteLifetime(ctx context.Context, rt reconcile.Runtime, id *pbresource.ID) error {
-	_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: id})
-	switch status.Code(err) {
-	case codes.OK, codes.NotFound:
-		return nil
-	case codes.FailedPrecondition:
-		// Loom's answer to a Uid that names an earlier resource, but also to
-		// a fenced write: look before calling it success.
-		rsp, readErr := rt.Client.Read(ctx, &pbresource.ReadRequest{Id: &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}})
-		if status.Code(readErr) == codes.NotFound || (readErr == nil && rsp.GetResource().GetId().GetUid() != id.GetUid()) {
-			return nil
-		}
-	}
-	return err
 }
 
 func writeMetadata(ctx context.Context, rt reconcile.Runtime, res *pbresource.Resource, change func(*pbresource.Resource)) (*pbresource.Resource, error) {

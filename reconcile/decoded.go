@@ -49,11 +49,18 @@ func OnUndecodable(fn UndecodableFunc) DecodedOption {
 // GetDecodedResource spare it. fn gets its own copy unless DecodedReadOnly
 // is given.
 //
-// A resource the cache no longer holds (deleted, or a request with a Uid
-// that names an earlier lifetime) is skipped: fn is not called and the
-// reconcile succeeds, as in controller-runtime. Clean-up that must happen
-// on deletion belongs behind a finalizer, which keeps the resource (marked)
-// in the cache until fn removes it. A resource whose Data does not decode
+// The request names a resource by type, tenancy and name; a Uid in it is
+// not a filter. A request that carries the Uid of an earlier lifetime (a
+// change queued before the resource was deleted and created again, say)
+// reconciles the resource that now has the name, since the work queue
+// keys requests by name and the current resource is what must be brought
+// in line. fn gets the request as it was queued: res.Resource.Id names the
+// lifetime being reconciled.
+//
+// A resource the cache no longer holds (deleted) is skipped: fn is not
+// called and the reconcile succeeds, as in controller-runtime. Clean-up
+// that must happen on deletion belongs behind a finalizer, which keeps the
+// resource (marked) in the cache until fn removes it. A resource whose Data does not decode
 // as T ends the reconcile with a TerminalError, since retrying cannot help
 // until it changes, unless OnUndecodable says otherwise.
 func AsDecoded[T proto.Message](fn DecodedFunc[T], opts ...DecodedOption) Reconciler {
@@ -74,7 +81,15 @@ func (r decodedReconciler[T]) Reconcile(ctx context.Context, rt Runtime, req Req
 	if r.cfg.readOnly {
 		read = cache.GetDecodedByIDReadOnly[T]
 	}
-	res, err := read(rt.Cache, req.ID)
+	id := req.ID
+	res, err := read(rt.Cache, id)
+	if res == nil && err == nil && id.GetUid() != "" {
+		// The cache matches a Uid when one is given: look again by name.
+		// Only a request for a lifetime the cache no longer holds pays
+		// for the copy.
+		id = &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name}
+		res, err = read(rt.Cache, id)
+	}
 	if err != nil {
 		var parse resource.ErrDataParse
 		if !errors.As(err, &parse) {
@@ -83,7 +98,7 @@ func (r decodedReconciler[T]) Reconcile(ctx context.Context, rt Runtime, req Req
 		if r.cfg.undecodable == nil {
 			return TerminalError(err)
 		}
-		raw, getErr := rt.Cache.GetByID(req.ID)
+		raw, getErr := rt.Cache.GetByID(id)
 		if getErr != nil || raw == nil {
 			return getErr
 		}

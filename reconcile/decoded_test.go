@@ -74,6 +74,59 @@ func TestAsDecoded(t *testing.T) {
 	assert.False(t, reconcile.IsTerminalError(err))
 }
 
+// A request names the resource by name: one that carries the Uid of an
+// earlier lifetime (the queue keys by name, and owner mappers map to the
+// owner by name) reconciles the resource that has the name now, through
+// every way AsDecoded reads.
+func TestAsDecodedReconcilesTheCurrentLifetime(t *testing.T) {
+	rt := decodedRuntime(t)
+	ctx := context.Background()
+	earlier := func(name string) reconcile.Request {
+		id := barID(name, foo.BarV1Type)
+		id.Uid = "uid-of-an-earlier-" + name
+		return reconcile.Request{ID: id}
+	}
+	for _, opts := range [][]reconcile.DecodedOption{nil, {reconcile.DecodedReadOnly()}} {
+		var got *resource.Decoded[*pbfoov1.Bar]
+		var gotReq reconcile.Request
+		rec := reconcile.AsDecoded(func(_ context.Context, _ reconcile.Runtime, req reconcile.Request, res *resource.Decoded[*pbfoov1.Bar]) error {
+			got, gotReq = res, req
+			return nil
+		}, opts...)
+		req := earlier("v1")
+		require.NoError(t, rec.Reconcile(ctx, rt, req))
+		require.NotNil(t, got, "the current Bar is reconciled")
+		assert.Equal(t, "uid-v1", got.Resource.Id.Uid)
+		assert.Equal(t, "one", got.Data.Baz)
+		assert.Same(t, req.ID, gotReq.ID, "fn gets the request as queued")
+
+		// Still skipped when nothing has the name.
+		got = nil
+		require.NoError(t, rec.Reconcile(ctx, rt, earlier("gone")))
+		assert.Nil(t, got)
+	}
+
+	// The request for the current lifetime, the usual case, pays nothing
+	// for the fallback.
+	readOnly := reconcile.AsDecoded(func(context.Context, reconcile.Runtime, reconcile.Request, *resource.Decoded[*pbfoov1.Bar]) error {
+		return nil
+	}, reconcile.DecodedReadOnly())
+	current := reconcile.Request{ID: barID("v1", foo.BarV1Type)}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = readOnly.Reconcile(ctx, rt, current) }))
+
+	var undecodable *pbresource.Resource
+	rec := reconcile.AsDecoded(func(context.Context, reconcile.Runtime, reconcile.Request, *resource.Decoded[*pbfoov1.Bar]) error {
+		t.Error("fn called for undecodable data")
+		return nil
+	}, reconcile.OnUndecodable(func(_ context.Context, _ reconcile.Runtime, _ reconcile.Request, res *pbresource.Resource, _ error) error {
+		undecodable = res
+		return nil
+	}))
+	require.NoError(t, rec.Reconcile(ctx, rt, earlier("v2")))
+	require.NotNil(t, undecodable)
+	assert.Equal(t, "uid-v2", undecodable.Id.Uid)
+}
+
 func TestAsDecodedReadOnly(t *testing.T) {
 	rt := decodedRuntime(t)
 	var got *resource.Decoded[*pbfoov1.Bar]

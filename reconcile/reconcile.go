@@ -35,10 +35,12 @@ type Runtime struct {
 
 // Request asks a controller to reconcile one of its managed resources.
 type Request struct {
-	// ID of the resource. Its Uid, when set, names one lifetime of it. It
-	// may be the cache's own (mappers return stored IDs without copying
-	// them), so it is read-only: never change it; resource.CloneID gives
-	// a copy to change.
+	// ID of the resource. Its Uid, when set, tells which lifetime of it the
+	// request came from, but the request is for whatever resource has the
+	// name when it runs (the queue keys requests by name; AsDecoded reads
+	// the current one). It may be the cache's own (mappers return stored
+	// IDs without copying them), so it is read-only: never change it;
+	// resource.CloneID gives a copy to change.
 	ID *pbresource.ID
 }
 

@@ -8,6 +8,11 @@
 // instead: the caller changes only what it owns, and everything else
 // (finalizers and other metadata, owner, statuses) is kept.
 //
+// CreateOrUpdateOwned does the same for a resource owned by another: it
+// sets the owner on creation, and refuses (AlreadyOwnedError) to take over
+// a resource whose owner is another, or an earlier lifetime of the same
+// name, which a re-created owner would otherwise mistake for its own.
+//
 // It needs only a pbresource.ResourceServiceClient, so reconcilers
 // (rt.Client), initializers and tools can all use it, against Loom's
 // service or Consul's.
@@ -55,19 +60,20 @@ func (r Result) String() string {
 
 // MutateFunc brings res to the state the caller wants. res is the caller's
 // own copy of the stored resource, or, when none exists, a new resource
-// with only its ID set. Change only what you own (typically Data, perhaps
+// with only its ID set (and its Owner, for CreateOrUpdateOwned). Change only what you own (typically Data, perhaps
 // one finalizer or metadata key); leave the ID alone, and the status to
 // WriteStatus. It may be called more than once, on a fresh copy each time,
 // when a concurrent write gets in between; an error it returns ends
 // CreateOrUpdate with that error.
 type MutateFunc func(res *pbresource.Resource) error
 
-// Option tunes CreateOrUpdate.
+// Option tunes CreateOrUpdate and CreateOrUpdateOwned.
 type Option func(*options)
 
 type options struct {
 	attempts  int
 	base, max time.Duration
+	replace   bool // ReplaceStale
 }
 
 // WithAttempts sets how many read-mutate-write rounds CreateOrUpdate makes
@@ -112,13 +118,29 @@ func WithBackoff(base, max time.Duration) Option {
 // as it is). A status changed by mutate is refused by the service too: use
 // WriteStatus.
 func CreateOrUpdate(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID, mutate MutateFunc, opts ...Option) (*pbresource.Resource, Result, error) {
+	return run(ctx, round{client: client, id: id, mutate: mutate}, opts)
+}
+
+// round is what one read-mutate-write round needs.
+type round struct {
+	client  pbresource.ResourceServiceClient
+	id      *pbresource.ID
+	owner   *pbresource.ID // CreateOrUpdateOwned's owner, nil for CreateOrUpdate
+	mutate  MutateFunc
+	replace bool // ReplaceStale was given
+}
+
+// run makes rounds until one ends with something else than a conflict, or
+// the attempts run out.
+func run(ctx context.Context, r round, opts []Option) (*pbresource.Resource, Result, error) {
 	o := options{attempts: 5, base: 5 * time.Millisecond, max: 100 * time.Millisecond}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	r.replace = o.replace
 	b := retry.NewBackOff(o.base, o.max)
 	for attempt := 1; ; attempt++ {
-		res, result, err := once(ctx, client, id, mutate)
+		res, result, err := r.once(ctx)
 		if status.Code(err) != codes.Aborted || attempt >= o.attempts {
 			return res, result, err
 		}
@@ -133,26 +155,42 @@ func CreateOrUpdate(ctx context.Context, client pbresource.ResourceServiceClient
 }
 
 // once makes one read-mutate-write round.
-func once(ctx context.Context, client pbresource.ResourceServiceClient, id *pbresource.ID, mutate MutateFunc) (*pbresource.Resource, Result, error) {
-	name := resource.CloneID(id)
+func (r round) once(ctx context.Context) (*pbresource.Resource, Result, error) {
+	name := resource.CloneID(r.id)
 	name.Uid = ""
-	stored, err := read(ctx, client, name)
+	stored, err := read(ctx, r.client, name)
 	if err != nil {
 		return nil, Unchanged, err
 	}
+	if stored != nil && r.owner != nil {
+		if stored, err = r.checkOwner(ctx, stored); err != nil {
+			return nil, Unchanged, err
+		}
+	}
 	var res *pbresource.Resource
-	if stored != nil {
+	switch {
+	case stored != nil:
 		res = resource.Clone(stored)
-	} else {
+	case r.owner != nil:
+		res = &pbresource.Resource{Id: name, Owner: resource.CloneID(r.owner)}
+	default:
 		res = &pbresource.Resource{Id: name}
 	}
 	want := resource.CloneID(res.Id)
-	if err := mutate(res); err != nil {
+	var wantOwner *pbresource.ID
+	if r.owner != nil {
+		wantOwner = resource.CloneID(res.Owner)
+	}
+	if err := r.mutate(res); err != nil {
 		return nil, Unchanged, err
 	}
 	if !sameName(res.Id, want) {
 		return nil, Unchanged, fmt.Errorf("upsert: the mutate function changed the resource's ID from %s to %s",
 			resource.IDString(want), resource.IDString(res.Id))
+	}
+	if r.owner != nil && !resource.EqualID(res.Owner, wantOwner) {
+		return nil, Unchanged, fmt.Errorf("upsert: the mutate function changed the owner of %s from %s to %s; CreateOrUpdateOwned sets it",
+			resource.IDString(want), resource.IDString(wantOwner), resource.IDString(res.Owner))
 	}
 	if stored != nil && proto.Equal(res, stored) {
 		return stored, Unchanged, nil
@@ -162,7 +200,7 @@ func once(ctx context.Context, client pbresource.ResourceServiceClient, id *pbre
 	} else {
 		res.Version = ""
 	}
-	rsp, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res})
+	rsp, err := r.client.Write(ctx, &pbresource.WriteRequest{Resource: res})
 	if err != nil {
 		return nil, Unchanged, err
 	}

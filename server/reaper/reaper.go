@@ -17,6 +17,7 @@ import (
 	"fmt"
 
 	"github.com/loomrt/loom/controller"
+	"github.com/loomrt/loom/internal/lifetime"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
@@ -74,8 +75,10 @@ func reap(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request, decode
 			if resource.IsMarkedForDeletion(child) {
 				continue // its finalizers' controllers finish the job
 			}
-			_, err := rt.Client.Delete(ctx, &pbresource.DeleteRequest{Id: child.Id})
-			if err != nil && status.Code(err) != codes.NotFound {
+			// Aimed at the child's Uid: a child deleted meanwhile and
+			// created again under its name (by the owner's new lifetime,
+			// with upsert.ReplaceStale) is not this owner's, and is spared.
+			if err := lifetime.Delete(ctx, rt.Client, child.Id); err != nil {
 				return fmt.Errorf("deleting %s (owned by %s): %w", resource.IDString(child.Id), resource.IDString(owner), err)
 			}
 			rt.Logger.Debug("deleted owned resource", "resource", resource.IDString(child.Id), "owner", resource.IDString(owner))

@@ -13,6 +13,7 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/server/reaper/reapertest"
 	"github.com/loomrt/loom/storage/inmem"
 	"github.com/stretchr/testify/require"
@@ -219,4 +220,58 @@ func TestCascadeInPages(t *testing.T) {
 	require.Empty(t, rsp.Resources, "every child was deleted")
 	require.GreaterOrEqual(t, counter.pages.Load(), int32(3), "2,100 children take 3 pages")
 	require.LessOrEqual(t, counter.largest.Load(), int32(1000), "no page holds more than 1,000")
+}
+
+// TestRecreatedOwner deletes an owner and creates it again before the
+// reaper has removed what its earlier lifetime owned, on the in-memory
+// backend: the new owner ends up with a child of its own.
+func TestRecreatedOwner(t *testing.T) {
+	reapertest.RunRecreatedOwner(t, inmem.New())
+}
+
+// replacesFirst replaces the child named replace, before the Delete of it
+// that it forwards, with one owned by newOwner: the owner's new lifetime
+// replacing its child (upsert.ReplaceStale) between the reaper's listing
+// and its Delete.
+type replacesFirst struct {
+	pbresource.ResourceServiceClient
+	t        *testing.T
+	replace  *pbresource.ID
+	newOwner *pbresource.ID
+	replaced *pbresource.Resource
+}
+
+func (c *replacesFirst) Delete(ctx context.Context, in *pbresource.DeleteRequest, opts ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
+	if c.replaced == nil && resource.EqualID(in.Id, c.replace) {
+		_, err := c.ResourceServiceClient.Delete(ctx, in, opts...)
+		require.NoError(c.t, err)
+		c.replaced = write(c.t, c.ResourceServiceClient, c.replace.Type, c.replace.Name, c.newOwner)
+	}
+	return c.ResourceServiceClient.Delete(ctx, in, opts...)
+}
+
+// The reaper's Delete of a child names the child's Uid: a child replaced
+// meanwhile by the owner's new lifetime is spared, and the reaper carries
+// on without an error.
+func TestReaperSparesAChildReplacedMeanwhile(t *testing.T) {
+	client := resourcetest.RunResourceService(t, foo.RegisterTypes)
+	owner := write(t, client, foo.ZipType, "owner", nil)
+	child := write(t, client, foo.BarV1Type, "child", owner.Id)
+	_, err := client.Delete(context.Background(), &pbresource.DeleteRequest{Id: owner.Id})
+	require.NoError(t, err)
+	again := write(t, client, foo.ZipType, "owner", nil)
+
+	racing := &replacesFirst{ResourceServiceClient: client, t: t, replace: child.Id, newOwner: again.Id}
+	h := resourcetest.NewControllerHarness(t, racing, reaper.Controller())
+	h.Sync(t)
+	tombs, err := client.List(context.Background(), &pbresource.ListRequest{Type: resource.TypeV1Tombstone, Tenancy: &pbresource.Tenancy{Partition: "default"}})
+	require.NoError(t, err)
+	require.Len(t, tombs.Resources, 1)
+	require.NoError(t, h.Reconcile(t, tombs.Resources[0].Id))
+
+	require.NotNil(t, racing.replaced, "the child was replaced before the reaper's Delete")
+	rsp, err := client.Read(context.Background(), &pbresource.ReadRequest{Id: &pbresource.ID{Type: foo.BarV1Type, Name: "child"}})
+	require.NoError(t, err)
+	require.Equal(t, racing.replaced.Id.Uid, rsp.Resource.Id.Uid, "the new lifetime's child is spared")
+	require.Zero(t, countTombstones(t, client))
 }

@@ -204,3 +204,11 @@ func TestNoOrphans(t *testing.T) {
 	t.Parallel()
 	reapertest.RunOwnerDeleteRace(t, newTestBackend(t), reapertest.Race{Owners: 100, Creators: 4, Timeout: 60 * time.Second})
 }
+
+// TestRecreatedOwner deletes an owner and creates it again before the
+// reaper has removed what its earlier lifetime owned, on etcd: the new
+// owner ends up with a child of its own.
+func TestRecreatedOwner(t *testing.T) {
+	t.Parallel()
+	reapertest.RunRecreatedOwner(t, newTestBackend(t))
+}
