@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/loomrt/loom/condition"
 	"github.com/loomrt/loom/controller"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/finalizer"
@@ -47,15 +48,17 @@ func reconcileZip(ctx context.Context, rt reconcile.Runtime, _ reconcile.Request
 		bar.Data = data
 		return err
 	}, upsert.ReplaceStale())
-	ready := &pbresource.Condition{Type: "BarReady", State: pbresource.Condition_STATE_TRUE, Reason: "Ok", Message: "the bar is up to date"}
+	st := condition.CopyStatus(res, "guide.zip")
 	switch {
 	case errors.Is(err, upsert.ErrReplacePending):
 		// The Bar of an earlier Zip of this name is being deleted; its
 		// deletion brings this reconciler back (WithOwned) to create ours.
-		ready = &pbresource.Condition{Type: "BarReady", State: pbresource.Condition_STATE_FALSE, Reason: "ReplacingBar", Message: err.Error()}
+		condition.Set(st, condition.False("BarReady", "ReplacingBar", err.Error()))
 	case err != nil:
 		return err
+	default:
+		condition.Set(st, condition.True("BarReady", "Ok", "the bar is up to date"))
 	}
-	_, err = rt.WriteStatus(ctx, res, "guide.zip", &pbresource.Status{Conditions: []*pbresource.Condition{ready}})
+	_, err = rt.WriteStatus(ctx, res, "guide.zip", st)
 	return err
 }
