@@ -7,6 +7,9 @@
 //	lease, err := leaderelection.New(client, &pbresource.ID{Name: "my-controllers"}, identity)
 //	mgr, err := controller.NewManager(client, logger, controller.WithLease(lease))
 //
+// Package remote runs such a process, with this wiring done and flags for
+// it; use this package directly for wiring of your own.
+//
 // The lease is a loom.v1.Lease resource (LeaseType; data pbleasev1.Lease:
 // holder identity, lease duration, acquire and renew times, transitions)
 // in the ID's partition and namespace. Every change to it is a Write with
