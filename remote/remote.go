@@ -202,19 +202,27 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		mgr.SetLeader(true)
 	}
 
-	ready := &readiness{mgr: mgr, lease: lease}
-	httpSrv, err := listenHTTP(f, metrics, ready)
-	if err != nil {
+	pr := &parts{logger: logger, mgr: mgr, lease: lease, ready: &readiness{mgr: mgr, lease: lease}}
+	if pr.http, err = listenHTTP(f, metrics, pr.ready); err != nil {
 		return err
 	}
-	return run(ctx, o, f, logger, mgr, lease, ready, httpSrv)
+	return pr.run(ctx, o, f)
+}
+
+// parts are what Run assembled.
+type parts struct {
+	logger hclog.Logger
+	mgr    *controller.Manager
+	lease  *leaderelection.Elector // nil without leader election
+	ready  *readiness
+	http   *httpServer // nil without -http-addr
 }
 
 // run runs the Manager and the election until ctx ends (or the election
 // fails), then stops them in that order.
-func run(ctx context.Context, o *options, f config, logger hclog.Logger, mgr *controller.Manager,
-	lease *leaderelection.Elector, ready *readiness, httpSrv *httpServer) error {
-	var electionDone chan error // nil without election: never ready
+func (pr *parts) run(ctx context.Context, o *options, f config) error {
+	logger, mgr, lease, httpSrv := pr.logger, pr.mgr, pr.lease, pr.http
+	var electionDone chan error // nil without election: never receives
 	electionCtx, stopElection := context.WithCancel(context.Background())
 	defer stopElection()
 	if lease != nil {
@@ -248,7 +256,7 @@ func run(ctx context.Context, o *options, f config, logger hclog.Logger, mgr *co
 		// Run returns early only when the server refuses the lease type.
 	}
 	logger.Info("stopping the controllers")
-	ready.stopping.Store(true)
+	pr.ready.stopping.Store(true)
 	stopMgr()
 	if merr := <-mgrDone; merr != nil {
 		logger.Error("controller manager", "error", merr)
