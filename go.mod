@@ -4,11 +4,14 @@ go 1.26.8
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
+
+require github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -71,6 +71,7 @@ func usagef(format string, args ...any) error {
 // config is what the command line says.
 type config struct {
 	dev             bool
+	controllers     bool
 	grpcAddr        string
 	storage         string
 	logLevel        string
@@ -118,6 +119,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&f.dev, "dev", false, "run a development server: in-memory storage")
+	fs.BoolVar(&f.controllers, "controllers", true,
+		"run the controllers this host registers; -controllers=false serves their types only, for controllers that run in processes of their own (package remote); the built-in reaper runs either way")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", DefaultGRPCAddr, "`address` the gRPC server listens on (port 0 picks a free port; 8502 is also Consul's gRPC port)")
 	fs.StringVar(&f.storage, "storage", "inmem", "storage `backend`: inmem (with -dev) or etcd")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")

@@ -18,6 +18,7 @@ func TestServerFlags(t *testing.T) {
 		usage   bool   // the error is a usage error
 	}{
 		{args: []string{"-dev"}},
+		{args: []string{"-dev", "-controllers=false"}},
 		{args: []string{"-dev", "-storage", "inmem", "-log-level", "trace", "-grpc-addr", ":0"}},
 		{args: nil, wantErr: "loom server -dev", usage: true},
 		{args: []string{"-storage", "inmem"}, wantErr: "development server", usage: true},

@@ -25,9 +25,13 @@
 // start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
-// A controller running in another process connects to a host with package
-// dial (TLS and a token); its replicas elect a leader with package
-// leaderelection, on loom.v1.Lease resources, a type every host serves. Not
+// Controllers can run in processes of their own instead: package remote is
+// their counterpart of Main (flags for the server address, TLS and token,
+// leader election among replicas on loom.v1.Lease resources, a type every
+// host serves, and the HTTP endpoints). Start such a host with
+// -controllers=false: it serves the types its RegisterFunc registers but
+// does not run the controllers it registers (the reaper runs all the same).
+// WithListening tells a test or a wrapper the addresses the host bound. Not
 // built yet: watch gauges for etcd storage (the in-memory backend's are on
 // /metrics).
 package host
@@ -79,7 +83,9 @@ type Host struct {
 func (h *Host) Registry() resource.Registry { return h.registry }
 
 // Manager returns the controller Manager, with the reaper already
-// registered; register your controllers on it.
+// registered; register your controllers on it. With -controllers=false it
+// is a Manager that never runs (the reaper runs all the same): the
+// controllers registered on it run in processes of their own.
 func (h *Host) Manager() *controller.Manager { return h.mgr }
 
 // Metrics returns where to register the user's own Prometheus metrics:
@@ -103,6 +109,7 @@ type options struct {
 	name        string
 	description string
 	flags       []func(*flag.FlagSet)
+	listening   func(Addrs)
 }
 
 // WithName sets the command name shown in usage and messages (default:
@@ -119,6 +126,18 @@ func WithDescription(text string) Option { return func(o *options) { o.descripti
 func WithFlags(add func(*flag.FlagSet)) Option {
 	return func(o *options) { o.flags = append(o.flags, add) }
 }
+
+// Addrs are the addresses a host listens on, as host:port: the port the
+// system chose when -grpc-addr or -http-addr asked for port 0.
+type Addrs struct {
+	GRPC string
+	HTTP string // empty when the HTTP endpoints are off (-http-addr '')
+}
+
+// WithListening calls fn once, with the addresses the host bound, as soon
+// as it serves on them: how tests and wrappers that pass port 0 learn
+// where to connect.
+func WithListening(fn func(Addrs)) Option { return func(o *options) { o.listening = fn } }
 
 func newOptions(opts []Option) *options {
 	o := &options{name: filepath.Base(os.Args[0])}
@@ -252,6 +271,13 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		return err
 	}
 	h := &Host{registry: registry, mgr: mgr, metrics: metrics, logger: logger, dev: f.dev}
+	if !f.controllers {
+		// The user's controllers register on a Manager that never runs:
+		// they run in processes of their own (package remote).
+		if h.mgr, err = controller.NewManager(server.NewInProcessClient(svc), nil); err != nil {
+			return err
+		}
+	}
 	if register != nil {
 		if err := register(h); err != nil {
 			return fmt.Errorf("registering types and controllers: %w", err)
@@ -325,9 +351,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	} else {
 		logger.Info("serving", "storage", f.storage, "types", typeNames(registry))
 	}
-	// Tests and people read the bound address from this line (useful with
-	// -grpc-addr 127.0.0.1:0).
-	logger.Info("gRPC server listening", "addr", lis.Addr().String())
+	if !f.controllers {
+		logger.Info("serving the types only: the controllers registered are not run (-controllers=false); the reaper runs")
+	}
+	addrs := Addrs{GRPC: lis.Addr().String()}
+	logger.Info("gRPC server listening", "addr", addrs.GRPC)
+	if httpSrv != nil {
+		addrs.HTTP = httpSrv.lis.Addr().String()
+	}
+	if o.listening != nil {
+		o.listening(addrs)
+	}
 
 	select {
 	case <-ctx.Done():

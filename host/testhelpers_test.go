@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,11 +12,6 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/host"
 	"github.com/loomrt/loom/internal/testlog"
-)
-
-var (
-	grpcListeningRE = regexp.MustCompile(`gRPC server listening: addr=(\S+)`)
-	httpListeningRE = regexp.MustCompile(`HTTP server listening: addr=(\S+)`)
 )
 
 // registerExamples serves the example types and controllers, as `loom
@@ -43,27 +37,21 @@ func startHost(t *testing.T, args ...string) *runningHost {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &runningHost{log: &testlog.Buffer{}}
 	done := make(chan error, 1)
+	listening := make(chan host.Addrs, 1)
 	args = append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, args...)
-	go func() { done <- host.Run(ctx, args, h.log, registerExamples, host.WithName("testhost")) }()
-
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g := grpcListeningRE.FindStringSubmatch(h.log.String())
-		w := httpListeningRE.FindStringSubmatch(h.log.String())
-		if g != nil && w != nil {
-			h.grpcAddr, h.httpAddr = g[1], w[1]
-			break
-		}
-		select {
-		case err := <-done:
-			cancel()
-			t.Fatalf("host exited before listening: %v\nlog:\n%s", err, h.log)
-		case <-time.After(10 * time.Millisecond): // polling a condition, with a deadline
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("host did not log its addresses within 10s; log:\n%s", h.log)
-		}
+	go func() {
+		done <- host.Run(ctx, args, h.log, registerExamples, host.WithName("testhost"),
+			host.WithListening(func(a host.Addrs) { listening <- a }))
+	}()
+	select {
+	case a := <-listening:
+		h.grpcAddr, h.httpAddr = a.GRPC, a.HTTP
+	case err := <-done:
+		cancel()
+		t.Fatalf("host exited before listening: %v\nlog:\n%s", err, h.log)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatalf("host did not listen within 10s; log:\n%s", h.log)
 	}
 	var stopped atomic.Bool
 	var result error

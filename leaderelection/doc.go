@@ -7,6 +7,9 @@
 //	lease, err := leaderelection.New(client, &pbresource.ID{Name: "my-controllers"}, identity)
 //	mgr, err := controller.NewManager(client, logger, controller.WithLease(lease))
 //
+// Package remote runs such a process, with this wiring done and flags for
+// it; use this package directly for wiring of your own.
+//
 // The lease is a loom.v1.Lease resource (LeaseType; data pbleasev1.Lease:
 // holder identity, lease duration, acquire and renew times, transitions)
 // in the ID's partition and namespace. Every change to it is a Write with
@@ -14,8 +17,11 @@
 // campaigning at once exactly one takes it. The holder renews it every
 // retry period; the others take it over when it has not changed for a
 // lease duration, or at once when its holder released it on a graceful stop
-// (Run's context ended): they watch the lease, and a release wakes them. The first election on a new lease waits one
-// lease duration (see create in elector.go for why).
+// (Run's context ended): they watch the lease, and a release wakes them.
+// The first election on a new lease is as quick: the replica that finds no
+// lease creates it, and a lease that nobody has held since it was created
+// may be taken at once; the watch tells such a lease from one that a late
+// creation wrote over a holder's record (see history.go).
 //
 // # Servers
 //
@@ -38,7 +44,10 @@
 // after the last renewal it sent that succeeded; the others take it no
 // sooner than one lease duration after they saw that renewal. The difference
 // (5 s by default) is the time a leader's singleton controllers have to
-// stop.
+// stop. Do not delete a lease in use: a replica that starts after the
+// deletion cannot know the old holder, and may take the lease it creates
+// anew before that holder notices at its next renewal (as with a deleted
+// Lease object in Kubernetes).
 //
 // # What it does not: fencing
 //

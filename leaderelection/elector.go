@@ -39,6 +39,8 @@ type Elector struct {
 	expiry     *time.Timer
 	holder     string // the holder of the last record seen
 
+	hist *history // what the watch of the lease has seen
+
 	// Only Run's goroutine uses these.
 	observed   *pbresource.Resource // the last lease resource read or written
 	record     *pbleasev1.Lease     // observed's data
@@ -79,6 +81,7 @@ func New(client pbresource.ResourceServiceClient, id *pbresource.ID, identity st
 		identity: identity,
 		cfg:      cfg,
 		changed:  make(chan struct{}),
+		hist:     newHistory(),
 	}, nil
 }
 
@@ -124,7 +127,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		e.watchReleases(watchCtx, released)
+		e.watch(watchCtx, released)
 	}()
 	// Deferred after release, so it runs first: the watch has ended when
 	// the lease is released.
@@ -165,29 +168,24 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 }
 
-// watchReleases signals released (without blocking) whenever the lease is
-// seen released, so that a replica waiting for it tries at once instead of
-// at its next attempt. It is only a hint: when the watch fails, it is
-// opened again a retry period later, and the periodic attempts go on.
-func (e *Elector) watchReleases(ctx context.Context, released chan<- struct{}) {
+// watch follows the lease: it keeps e.hist (see history), and signals
+// released (without blocking) whenever the lease is seen released, so that
+// a replica waiting for it tries at once instead of at its next attempt.
+// When the stream fails it is opened again a retry period later; the
+// periodic attempts go on meanwhile.
+func (e *Elector) watch(ctx context.Context, released chan<- struct{}) {
 	for {
+		e.hist.restart()
 		stream, err := e.client.WatchList(ctx, &pbresource.WatchListRequest{
 			Type: LeaseType, Tenancy: e.id.Tenancy, NamePrefix: e.id.Name,
 		})
 		for err == nil {
 			var ev *pbresource.WatchEvent
-			ev, err = stream.Recv()
-			res := ev.GetUpsert().GetResource()
-			if err != nil || res.GetId().GetName() != e.id.Name {
-				continue
-			}
-			if rec := decode(res); rec.GetHolderIdentity() == "" && rec.GetLeaseDuration().AsDuration() == 0 {
-				select {
-				case released <- struct{}{}:
-				default:
-				}
+			if ev, err = stream.Recv(); err == nil {
+				e.note(ev, released)
 			}
 		}
+		e.hist.restart()
 		if ctx.Err() == nil {
 			e.cfg.logger.Debug("watch of the leader lease ended; opening it again", "lease", e.name(), "error", err)
 		}
@@ -197,6 +195,36 @@ func (e *Elector) watchReleases(ctx context.Context, released chan<- struct{}) {
 			t.Stop()
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// note records one event of the lease's watch.
+func (e *Elector) note(ev *pbresource.WatchEvent, released chan<- struct{}) {
+	switch {
+	case ev.GetEndOfSnapshot() != nil:
+		e.hist.endSnapshot()
+	case ev.GetDelete() != nil:
+		d := ev.GetDelete()
+		if d.GetResource().GetId().GetName() == e.id.Name {
+			version := d.GetVersion()
+			if version == "" {
+				version = d.GetResource().GetVersion()
+			}
+			e.hist.remove(version)
+		}
+	case ev.GetUpsert() != nil:
+		res := ev.GetUpsert().GetResource()
+		if res.GetId().GetName() != e.id.Name {
+			return
+		}
+		rec := decode(res)
+		e.hist.upsert(res, rec.GetHolderIdentity())
+		if rec.GetHolderIdentity() == "" && rec.GetLeaseDuration().AsDuration() == 0 {
+			select {
+			case released <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -213,11 +241,13 @@ func (e *Elector) tryAcquire(ctx context.Context) error {
 		return e.failed("reading", err)
 	}
 	if cur == nil {
-		return e.create(ctx)
+		if cur, err = e.create(ctx); cur == nil || err != nil {
+			return err
+		}
 	}
 	rec := decode(cur)
 	e.observe(cur, rec)
-	if !e.free(rec, time.Now()) {
+	if !e.free(rec, cur.Version, time.Now()) {
 		return nil
 	}
 	now := timestamppb.Now()
@@ -249,8 +279,10 @@ func (e *Elector) tryAcquire(ctx context.Context) error {
 	return nil
 }
 
-// free reports whether this replica may take the lease rec at now.
+// free reports whether this replica may take the lease rec, stored at
+// version, at now.
 //
+// A lease nobody has held since it was created is free (see history).
 // Replicas never compare the times written in the record with their own
 // clocks (their clocks may be set differently): a lease that has a holder
 // expires one lease duration after this replica first saw its current
@@ -261,37 +293,62 @@ func (e *Elector) tryAcquire(ctx context.Context) error {
 // before another replica may take it. A holder whose process is paused
 // (garbage collection, a stopped VM) does not notice the deadline until it
 // runs again; see the package documentation on fencing.
-func (e *Elector) free(rec *pbleasev1.Lease, now time.Time) bool {
+func (e *Elector) free(rec *pbleasev1.Lease, version string, now time.Time) bool {
 	d := rec.GetLeaseDuration().AsDuration()
 	switch {
 	case rec.GetHolderIdentity() == e.identity:
 		return true
 	case rec.GetHolderIdentity() == "" && d == 0:
 		return true // released
+	case rec.GetHolderIdentity() == "" && e.hist.fresh(version):
+		return true // created, and held by no one since
 	}
 	return !now.Before(e.observedAt.Add(max(d, e.cfg.leaseDuration)))
 }
 
-// create writes the lease resource, held by no one, when there is none yet.
+// create writes the lease resource, held by no one, when a read found
+// none, and returns it: nil when the watch shows that another replica has
+// created it meanwhile.
 //
-// The ResourceService (Consul's too) has no create-if-absent: a Write
-// without a Version overwrites whatever another replica created meanwhile.
-// So the new lease is not free at once: like a held lease, it may be taken
-// only once it has not changed for a lease duration. A late creation that
-// overwrites a lease another replica took meanwhile then only takes the
-// lease away from it (its next renewal fails) and starts a new wait for
-// everyone. The first election on a new lease therefore takes one lease
-// duration.
-func (e *Elector) create(ctx context.Context) error {
+// A Write without a Version may land on a lease created meanwhile, and
+// overwrite it (see history). So create waits for the watch's snapshot
+// first, and creates only while the lease is still absent there. Then it
+// waits until the watch has delivered its write: only the replica whose
+// write created the lease reports it, and one whose write overwrote a
+// record that had a holder puts that record back (a compare-and-swap on
+// its own write's Version), so the holder keeps the lease. Whether the new
+// record may be taken at once is for free to decide, from the history.
+func (e *Elector) create(ctx context.Context) (*pbresource.Resource, error) {
+	if absent, ok := e.hist.waitPrimed(ctx); ok && !absent {
+		return nil, nil
+	}
 	rec := &pbleasev1.Lease{LeaseDuration: durationpb.New(e.cfg.leaseDuration), RenewTime: timestamppb.Now()}
 	out, err := e.write(ctx, rec, "")
 	if err != nil {
-		return e.failed("creating", err)
+		return nil, e.failed("creating", err)
 	}
-	e.observe(out, rec)
-	e.cfg.logger.Info("leader lease created; it can be taken once it has not changed for the lease duration",
-		"lease", e.name(), "lease_duration", e.cfg.leaseDuration)
-	return nil
+	if !e.hist.waitSeen(ctx, out.Version) {
+		return out, nil
+	}
+	if e.hist.createdAt(out.Version) {
+		e.cfg.logger.Info("leader lease created", "lease", e.name(), "identity", e.identity)
+		return out, nil
+	}
+	e.cfg.logger.Debug("another replica created the leader lease first", "lease", e.name())
+	prev := e.hist.overwritten(out.Version)
+	if prev == nil {
+		return out, nil
+	}
+	rsp, err := e.client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id: e.id, Version: out.Version, Data: prev.Data, Metadata: prev.Metadata,
+	}})
+	if err != nil {
+		e.cfg.logger.Debug("could not put back the leader lease record this replica's creation overwrote",
+			"lease", e.name(), "error", err)
+		return out, nil
+	}
+	e.cfg.logger.Debug("put back the leader lease record this replica's creation overwrote", "lease", e.name())
+	return rsp.GetResource(), nil
 }
 
 // renew extends the lease this replica holds, by a compare-and-swap on the

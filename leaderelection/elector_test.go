@@ -137,18 +137,6 @@ func TestConcurrentCampaignsElectExactlyOne(t *testing.T) {
 	}
 }
 
-func TestNewLeaseIsTakenAfterOneDuration(t *testing.T) {
-	s := startService(t)
-	start := time.Now()
-	a := s.startReplica(t, "a")
-	b := s.startReplica(t, "b")
-	watchHolders(t, a, b)
-	waitFor(t, 10*time.Second, "a replica holds the new lease", func() bool { return len(holders(a, b)) == 1 })
-	if took := time.Since(start); took < testLeaseDuration {
-		t.Fatalf("the new lease was taken after %v, before one lease duration (%v)", took, testLeaseDuration)
-	}
-}
-
 func TestNewRefusesBadSettings(t *testing.T) {
 	s := startService(t)
 	for _, tc := range []struct {

@@ -8,6 +8,12 @@
 //	go run . -dev -grpc-addr 127.0.0.1:8503
 //	go run . -storage etcd -etcd-endpoints 127.0.0.1:2379
 //
+// With -controllers=false it serves the type only, and the greeter runs in
+// a process of its own, cmd/greeter (package remote):
+//
+//	go run . -dev -controllers=false -grpc-addr 127.0.0.1:8503
+//	go run ./cmd/greeter -addr 127.0.0.1:8503
+//
 // It is its own module, depending on Loom's root and host modules (and,
 // through host, storage/etcd) as any user's module would; see
 // docs/operations.md, "Your own host", and this directory's Makefile for

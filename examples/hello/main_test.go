@@ -113,8 +113,6 @@ func greetingResource(t *testing.T, name string, g *pbhellov1.Greeting) *pbresou
 	}
 }
 
-var listeningRE = regexp.MustCompile(`gRPC server listening: addr=(\S+)`)
-
 // startHello runs the example host (host.Run with main's register) with
 // args, gRPC on a free port and no HTTP endpoints, until the test ends, when
 // it must stop cleanly. It returns the gRPC address once the host serves.
@@ -123,8 +121,12 @@ func startHello(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := &syncBuffer{}
 	done := make(chan error, 1)
+	listening := make(chan host.Addrs, 1)
 	args = append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", ""}, args...)
-	go func() { done <- host.Run(ctx, args, log, register, host.WithName("hello")) }()
+	go func() {
+		done <- host.Run(ctx, args, log, register, host.WithName("hello"),
+			host.WithListening(func(a host.Addrs) { listening <- a }))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -136,22 +138,16 @@ func startHello(t *testing.T, args ...string) string {
 			t.Errorf("hello did not stop within 15s; log:\n%s", log)
 		}
 	})
-
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := listeningRE.FindStringSubmatch(log.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case err := <-done:
-			done <- err // for the clean-up
-			t.Fatalf("hello exited before listening: %v\nlog:\n%s", err, log)
-		case <-time.After(10 * time.Millisecond): // polling a condition, with a deadline
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hello did not log its address within 20s; log:\n%s", log)
-		}
+	select {
+	case a := <-listening:
+		return a.GRPC
+	case err := <-done:
+		done <- err // for the clean-up
+		t.Fatalf("hello exited before listening: %v\nlog:\n%s", err, log)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("hello did not listen within 20s; log:\n%s", log)
 	}
+	return ""
 }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {
