@@ -38,10 +38,7 @@ func (r *readiness) options() []observe.Option {
 			return nil
 		}),
 		observe.WithReadiness("cache", func(context.Context) error {
-			if !r.mgr.Primed() {
-				return errors.New("the controllers' caches are not primed yet")
-			}
-			return nil
+			return r.mgr.CheckPrimed() // names the types, and why a watch fails
 		}),
 	}
 	if r.lease != nil {

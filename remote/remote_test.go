@@ -302,6 +302,17 @@ func TestNotReadyUntilPrimed(t *testing.T) {
 	}
 }
 
+// A process without a token against a server with ACLs on is not ready,
+// and /readyz names the type and the fix.
+func TestNotReadyWithoutAToken(t *testing.T) {
+	addr := serve(t, nil, tokenACL, foo.RegisterTypes)
+	p := start(t, "tokenless", "-addr", addr, "-leader-elect=false")
+	waitFor(t, "/readyz names the refused watch", func() bool {
+		code, body := p.get(t, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "foo.v1.Qux") && strings.Contains(body, "token")
+	})
+}
+
 func TestFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
