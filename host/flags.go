@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/loomrt/loom/internal/daemon"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/loomrt/loom/server"
@@ -59,14 +61,9 @@ const (
 
 // UsageError is a mistake in the command line: Main exits with status 2
 // on one.
-type UsageError struct{ Err error }
+type UsageError = daemon.UsageError
 
-func (e UsageError) Error() string { return e.Err.Error() }
-func (e UsageError) Unwrap() error { return e.Err }
-
-func usagef(format string, args ...any) error {
-	return UsageError{fmt.Errorf(format, args...)}
-}
+var usagef = daemon.Usagef
 
 // config is what the command line says.
 type config struct {
@@ -160,7 +157,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, err
 		}
-		return f, UsageError{err}
+		return f, UsageError{Err: err}
 	}
 	if fs.NArg() > 0 {
 		return f, usagef("unexpected argument %q", fs.Arg(0))

@@ -44,11 +44,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/loomrt/loom/internal/daemon"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -152,27 +153,9 @@ func newOptions(opts []Option) *options {
 // (or -h), 2 on a mistake in the command line, 1 on any other error. A
 // second signal ends a shutdown that takes too long.
 func Main(register RegisterFunc, opts ...Option) {
-	o := newOptions(opts)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// After the first signal, put the default handling back, so a
-		// second Ctrl-C ends a shutdown that is taking too long.
-		<-ctx.Done()
-		stop()
-	}()
-	err := Run(ctx, os.Args[1:], os.Stderr, register, opts...)
-	stop()
-	var usage UsageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case errors.As(err, &usage):
-		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s -h' for usage.\n", o.name, err, o.name)
-		os.Exit(2)
-	default:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", o.name, err)
-		os.Exit(1)
-	}
+	daemon.Main(newOptions(opts).name, func(ctx context.Context) error {
+		return Run(ctx, os.Args[1:], os.Stderr, register, opts...)
+	})
 }
 
 // Run is Main without the process: it parses args (without the program
@@ -341,8 +324,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	serving.Store(true)
 	go func() { serveErr <- gs.Serve(lis) }()
 	if httpSrv != nil {
-		httpSrv.serve(logger.Named("http"))
-		defer httpSrv.stop(f.shutdownTimeout, logger.Named("http"))
+		httpSrv.Serve(logger.Named("http"))
+		defer httpSrv.Stop(f.shutdownTimeout, logger.Named("http"))
 	}
 
 	if f.dev {
@@ -357,7 +340,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	addrs := Addrs{GRPC: lis.Addr().String()}
 	logger.Info("gRPC server listening", "addr", addrs.GRPC)
 	if httpSrv != nil {
-		addrs.HTTP = httpSrv.lis.Addr().String()
+		addrs.HTTP = httpSrv.Addr()
 	}
 	if o.listening != nil {
 		o.listening(addrs)

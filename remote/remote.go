@@ -28,14 +28,13 @@ package remote
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+
+	"github.com/loomrt/loom/internal/daemon"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/hashicorp/go-hclog"
@@ -125,27 +124,9 @@ func newOptions(opts []Option) *options {
 // (or -h), 2 on a mistake in the command line, 1 on any other error. A
 // second signal ends a stop that takes too long.
 func Main(register RegisterFunc, opts ...Option) {
-	o := newOptions(opts)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// After the first signal, put the default handling back, so a
-		// second Ctrl-C ends a stop that is taking too long.
-		<-ctx.Done()
-		stop()
-	}()
-	err := Run(ctx, os.Args[1:], os.Stderr, register, opts...)
-	stop()
-	var usage UsageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case errors.As(err, &usage):
-		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s -h' for usage.\n", o.name, err, o.name)
-		os.Exit(2)
-	default:
-		fmt.Fprintf(os.Stderr, "%s: %v\n", o.name, err)
-		os.Exit(1)
-	}
+	daemon.Main(newOptions(opts).name, func(ctx context.Context) error {
+		return Run(ctx, os.Args[1:], os.Stderr, register, opts...)
+	})
 }
 
 // Run is Main without the process: it parses args (without the program
@@ -215,7 +196,7 @@ type parts struct {
 	mgr    *controller.Manager
 	lease  *leaderelection.Elector // nil without leader election
 	ready  *readiness
-	http   *httpServer // nil without -http-addr
+	http   *daemon.HTTPServer // nil without -http-addr
 }
 
 // run runs the Manager and the election until ctx ends (or the election
@@ -236,9 +217,9 @@ func (pr *parts) run(ctx context.Context, o *options, f config) error {
 
 	var addrs Addrs
 	if httpSrv != nil {
-		addrs.HTTP = httpSrv.lis.Addr().String()
-		httpSrv.serve(logger.Named("http"))
-		defer httpSrv.stop(logger.Named("http"))
+		addrs.HTTP = httpSrv.Addr()
+		httpSrv.Serve(logger.Named("http"))
+		defer httpSrv.Stop(httpStopTimeout, logger.Named("http"))
 	}
 	if f.leaderElect {
 		logger.Info("running", "server", f.addr, "lease", f.leaseName, "identity", f.leaseIdentity)

@@ -1,0 +1,117 @@
+// Package daemon holds what Loom's long-running commands (package host's
+// server, package remote's controller process) share: the exit codes and
+// signal handling of their main, the error for a mistake in their command
+// line, and the server of their HTTP endpoints.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/observe"
+)
+
+// UsageError is a mistake in the command line: Main exits with status 2
+// on one.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError with a formatted message.
+func Usagef(format string, args ...any) error {
+	return UsageError{fmt.Errorf(format, args...)}
+}
+
+// Main calls run with a context that ends at the first SIGINT or SIGTERM
+// (a second one gets the default handling, so it ends a shutdown that
+// takes too long), and exits: status 0 when run returns nil or
+// flag.ErrHelp, 2 after a UsageError (with a pointer to -h), 1 after any
+// other error, which it prints prefixed with name.
+func Main(name string, run func(ctx context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx)
+	stop()
+	var usage UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.As(err, &usage):
+		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// HTTPServer serves the observe endpoints (/metrics, /healthz, /readyz,
+// pprof) on a listener of its own.
+type HTTPServer struct {
+	srv  *http.Server
+	lis  net.Listener
+	done chan error
+}
+
+// ListenHTTP listens on addr (the -http-addr flag's value) for an
+// observe.NewHandler(opts...). It returns nil, and no error, when addr is
+// empty: the endpoints are off.
+func ListenHTTP(addr string, opts ...observe.Option) (*HTTPServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w (choose another -http-addr, or -http-addr '' to turn the HTTP endpoints off)", err)
+		}
+		return nil, fmt.Errorf("-http-addr: %w", err)
+	}
+	return &HTTPServer{
+		srv:  &http.Server{Handler: observe.NewHandler(opts...), ReadHeaderTimeout: 10 * time.Second},
+		lis:  lis,
+		done: make(chan error, 1),
+	}, nil
+}
+
+// Addr returns the address it listens on, the port chosen when addr asked
+// for port 0.
+func (h *HTTPServer) Addr() string { return h.lis.Addr().String() }
+
+// Serve serves in the background until Stop.
+func (h *HTTPServer) Serve(logger hclog.Logger) {
+	logger.Info("HTTP server listening", "addr", h.Addr())
+	go func() {
+		err := h.srv.Serve(h.lis)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		h.done <- err
+	}()
+}
+
+// Stop shuts the server down, letting a scrape in flight finish within
+// timeout, and waits until it has stopped.
+func (h *HTTPServer) Stop(timeout time.Duration, logger hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.srv.Close()
+	}
+	if err := <-h.done; err != nil {
+		logger.Error("HTTP server", "error", err)
+	}
+}
