@@ -1,0 +1,224 @@
+package cache_test
+
+import (
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// notes records the waits that are over, in order.
+type notes struct {
+	mu   sync.Mutex
+	over []*cache.AppliedWait
+}
+
+func (n *notes) Applied(w *cache.AppliedWait) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.over = append(n.over, w)
+}
+
+func (n *notes) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.over)
+}
+
+func TestMarkAppliedOnlyGrows(t *testing.T) {
+	c := newCache(t)
+	v, err := c.AppliedVersion(albumType)
+	require.NoError(t, err)
+	require.Zero(t, v)
+
+	require.NoError(t, c.MarkApplied(albumType, 7))
+	require.NoError(t, c.MarkApplied(albumType, 5))
+	v, err = c.AppliedVersion(albumType)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), v)
+
+	// Per type, and any GroupVersion of it.
+	other, err := c.AppliedVersion(artistType)
+	require.NoError(t, err)
+	require.Zero(t, other)
+	v2 := &pbresource.Type{Group: albumType.Group, GroupVersion: "v2", Kind: albumType.Kind}
+	require.NoError(t, c.MarkApplied(v2, 9))
+	v, err = c.AppliedVersion(albumType)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+
+	unknown := &pbresource.Type{Group: "music", GroupVersion: "v1", Kind: "Song"}
+	require.ErrorContains(t, c.MarkApplied(unknown, 1), "does not hold type music.v1.Song")
+	_, err = c.AppliedVersion(unknown)
+	require.Error(t, err)
+	_, err = c.WaitApplied(&cache.AppliedWait{}, unknown, 1, &notes{})
+	require.Error(t, err)
+}
+
+func TestWaitAppliedEndsInVersionOrder(t *testing.T) {
+	c := newCache(t)
+	require.NoError(t, c.MarkApplied(albumType, 10))
+	n := &notes{}
+
+	var done cache.AppliedWait
+	waiting, err := c.WaitApplied(&done, albumType, 10, n)
+	require.NoError(t, err)
+	require.False(t, waiting, "version 10 is applied already")
+
+	waits := make([]cache.AppliedWait, 5)
+	for i, v := range []uint64{15, 12, 30, 12, 20} {
+		waiting, err := c.WaitApplied(&waits[i], albumType, v, n)
+		require.NoError(t, err)
+		require.True(t, waiting)
+	}
+	// Another type's progress ends none of them.
+	require.NoError(t, c.MarkApplied(artistType, 100))
+	require.Zero(t, n.count())
+
+	require.NoError(t, c.MarkApplied(albumType, 11))
+	require.Zero(t, n.count())
+	require.NoError(t, c.MarkApplied(albumType, 16))
+	require.Equal(t, []*cache.AppliedWait{&waits[1], &waits[3], &waits[0]}, sortSame(n.over, &waits[1], &waits[3]))
+	require.NoError(t, c.MarkApplied(albumType, 25))
+	require.Len(t, n.over, 4)
+	require.Same(t, &waits[4], n.over[3])
+
+	require.True(t, waits[2].Cancel(), "version 30 was not reached")
+	require.False(t, waits[2].Cancel(), "cancelled already")
+	require.False(t, waits[0].Cancel(), "over already")
+	require.NoError(t, c.MarkApplied(albumType, 40))
+	require.Len(t, n.over, 4, "a cancelled wait is not told")
+	require.False(t, (&cache.AppliedWait{}).Cancel(), "a wait never started")
+}
+
+// sortSame returns over with its two first entries in the order a, b when
+// they are a and b in either order: waits for the same version end in no
+// particular order.
+func sortSame(over []*cache.AppliedWait, a, b *cache.AppliedWait) []*cache.AppliedWait {
+	out := append([]*cache.AppliedWait(nil), over...)
+	if len(out) >= 2 && out[0] == b && out[1] == a {
+		out[0], out[1] = a, b
+	}
+	return out
+}
+
+// TestWaitAppliedHeap starts and cancels waits at random and checks that
+// each ends exactly when its version is applied.
+func TestWaitAppliedHeap(t *testing.T) {
+	c := newCache(t)
+	rng := rand.New(rand.NewSource(1))
+	n := &notes{}
+	waits := make([]cache.AppliedWait, 500)
+	version := make([]uint64, len(waits))
+	cancelled := make([]bool, len(waits))
+	for i := range waits {
+		version[i] = uint64(1 + rng.Intn(1000))
+		waiting, err := c.WaitApplied(&waits[i], albumType, version[i], n)
+		require.NoError(t, err)
+		require.True(t, waiting)
+	}
+	for i := range waits {
+		if rng.Intn(3) == 0 {
+			require.True(t, waits[i].Cancel())
+			cancelled[i] = true
+		}
+	}
+	for applied := uint64(0); applied <= 1000; applied += uint64(1 + rng.Intn(50)) {
+		require.NoError(t, c.MarkApplied(albumType, applied))
+		for _, w := range n.over {
+			i := indexOfWait(waits, w)
+			require.False(t, cancelled[i], "wait %d was cancelled", i)
+			require.LessOrEqual(t, version[i], applied)
+		}
+		for i := range waits {
+			if !cancelled[i] && version[i] <= applied {
+				require.False(t, waits[i].Cancel(), "wait %d for %d still waits at %d", i, version[i], applied)
+			}
+		}
+	}
+	require.NoError(t, c.MarkApplied(albumType, 1000))
+	want := 0
+	for i := range waits {
+		if !cancelled[i] {
+			want++
+		}
+	}
+	require.Equal(t, want, n.count())
+}
+
+func indexOfWait(waits []cache.AppliedWait, w *cache.AppliedWait) int {
+	for i := range waits {
+		if &waits[i] == w {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestWaitAppliedConcurrent races waits against the versions that end
+// them: every wait ends, exactly once, and never early.
+func TestWaitAppliedConcurrent(t *testing.T) {
+	c := newCache(t)
+	const waiters, perWaiter, top = 4, 500, 2000
+	n := &checkedNotes{c: c, t: t}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for v := uint64(1); v <= top; v++ {
+			assert.NoError(t, c.MarkApplied(albumType, v))
+		}
+	}()
+	var started sync.Map
+	for g := 0; g < waiters; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			for i := 0; i < perWaiter; i++ {
+				w := &cache.AppliedWait{}
+				v := uint64(1 + rng.Intn(top))
+				n.versions.Store(w, v)
+				waiting, err := c.WaitApplied(w, albumType, v, n)
+				assert.NoError(t, err)
+				if waiting {
+					started.Store(w, true)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	count := 0
+	started.Range(func(k, _ any) bool {
+		count++
+		_, told := n.told.Load(k)
+		require.True(t, told, "a wait never ended")
+		return true
+	})
+	require.Equal(t, count, int(n.total.Load()))
+}
+
+// checkedNotes checks, when told, that the wait's version is applied and
+// that it is told once.
+type checkedNotes struct {
+	c        *cache.Cache
+	t        *testing.T
+	versions sync.Map // *AppliedWait → uint64
+	told     sync.Map
+	total    atomic.Int64
+}
+
+func (n *checkedNotes) Applied(w *cache.AppliedWait) {
+	v, _ := n.versions.Load(w)
+	applied, err := n.c.AppliedVersion(albumType)
+	assert.NoError(n.t, err)
+	assert.GreaterOrEqual(n.t, applied, v.(uint64))
+	_, again := n.told.LoadOrStore(w, true)
+	assert.False(n.t, again, "a wait was told twice")
+	n.total.Add(1)
+}
