@@ -15,6 +15,8 @@ type metrics struct {
 	reconcilePanics *prometheus.CounterVec
 	mapperErrors    *prometheus.CounterVec
 	mapperInvalid   *prometheus.CounterVec
+	conflicts       *prometheus.CounterVec
+	ryowTimeouts    *prometheus.CounterVec
 	queue           *queue.MetricsVec
 }
 
@@ -45,6 +47,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "loom_controller_mapper_invalid_requests_total",
 			Help: "Total number of requests per controller that a dependency mapper returned for another type than the controller manages (not queued).",
 		}, []string{"controller"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_conflicts_total",
+			Help: "Total number of reconciliations per controller that failed on a write conflict (Aborted: the resource changed since it was read); each is also counted as an error, and retried.",
+		}, []string{"controller"}),
+		ryowTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_read_your_writes_timeouts_total",
+			Help: "Total number of times per controller a resource was reconciled again before the cache held what its last reconcile wrote, because the wait reached its bound.",
+		}, []string{"controller"}),
 	}
 	qm, err := queue.NewMetricsVec(reg)
 	if err != nil {
@@ -52,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.queue = qm
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid} {
+		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid, m.conflicts, m.ryowTimeouts} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -66,6 +76,7 @@ type controllerMetrics struct {
 	success, failure, terminal prometheus.Counter
 	requeue, requeueAfter      prometheus.Counter
 	errors, panics             prometheus.Counter
+	conflicts, ryowTimeouts    prometheus.Counter
 	time                       prometheus.Observer
 	queue                      *queue.Metrics
 }
@@ -79,6 +90,8 @@ func (m *metrics) forController(name string) *controllerMetrics {
 		requeueAfter: m.reconcileTotal.WithLabelValues(name, "requeue_after"),
 		errors:       m.reconcileErrors.WithLabelValues(name),
 		panics:       m.reconcilePanics.WithLabelValues(name),
+		conflicts:    m.conflicts.WithLabelValues(name),
+		ryowTimeouts: m.ryowTimeouts.WithLabelValues(name),
 		time:         m.reconcileTime.WithLabelValues(name),
 		queue:        m.queue.For(name),
 	}

@@ -101,6 +101,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	}
 	logger.Debug("controller started", "resources", len(ids), "workers", c.concurrency)
 
+	own := &ownWrites{cache: m.cache, q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -111,13 +112,14 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{c: c, q: q, rt: rt, logger: logger, met: met}
+			w := worker{c: c, q: q, rt: rt, logger: logger, met: met, own: own}
 			w.run(ctx)
 		}()
 	}
 	<-ctx.Done()
 	q.ShutDownNow()
 	wg.Wait()
+	own.stop()
 	logger.Debug("controller stopped")
 }
 
@@ -155,16 +157,25 @@ type worker struct {
 	rt     reconcile.Runtime
 	logger hclog.Logger
 	met    *controllerMetrics
+	own    *ownWrites
 }
 
+// run reconciles keys until the queue shuts down. A key goes back to the
+// queue once the cache holds what its reconcile wrote (see ownWrites);
+// meanwhile the worker goes on with other keys.
 func (w *worker) run(ctx context.Context) {
 	for {
 		item, ok := w.q.Get()
 		if !ok {
 			return
 		}
-		end := w.reconcile(ctx, item.Key, item.Value, item.Started)
-		w.q.DoneAt(item, end)
+		call := new(reconcileCall)
+		end := w.reconcile(ctx, call, item.Key, item.Value, item.Started)
+		if ctx.Err() != nil {
+			w.q.DoneAt(item, end) // stopping: nothing will be reconciled again
+			continue
+		}
+		w.own.handBack(item, end, call)
 	}
 }
 
@@ -172,11 +183,11 @@ func (w *worker) run(ctx context.Context) {
 // if the queue did not read the clock), and returns when it ended. The
 // reconcile-time metric and the queue's work duration share that one
 // reading of the clock.
-func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, start time.Time) time.Time {
+func (w *worker) reconcile(ctx context.Context, call *reconcileCall, key reconcile.RequestKey, req reconcile.Request, start time.Time) time.Time {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	rt := w.runtimeFor(req)
+	rt := w.runtimeFor(req, call)
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
 	end := time.Now()
 	w.met.time.Observe(end.Sub(start).Seconds())
@@ -206,6 +217,10 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 		if _, isPanic := err.(panicError); isPanic {
 			w.met.panics.Inc()
 		}
+		if call.writes.conflicted(err) {
+			w.retryConflict(ctx, key, req, err)
+			return end
+		}
 		if ctx.Err() == nil {
 			w.logger.Error("reconcile failed; retrying with backoff", "request", key.String(), "error", err, "retries", w.q.NumRequeues(key))
 		}
@@ -215,6 +230,20 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 	w.met.success.Inc()
 	w.q.Forget(key)
 	return end
+}
+
+// retryConflict requeues a reconcile that failed on a write conflict: its
+// cache was behind the store (a write by someone else, most likely, since
+// its own are waited for). It is retried at once the first time since the
+// key's last success, and with the usual backoff after that, so that a
+// cache that does not catch up does not spin the key. A conflict is
+// expected, so it is logged at debug, and counted.
+func (w *worker) retryConflict(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, err error) {
+	w.met.conflicts.Inc()
+	now := w.q.AddRetry(key, req)
+	if ctx.Err() == nil {
+		w.logger.Debug("reconcile hit a write conflict; retrying", "request", key.String(), "error", err, "at_once", now)
+	}
 }
 
 // panicError is a recovered panic, reported as an error.

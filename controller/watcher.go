@@ -207,6 +207,7 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			if applied {
 				sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
 			}
+			w.markApplied(typ, resume)
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
 			if res.GetId() == nil {
@@ -230,9 +231,11 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			if old != nil {
 				sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
 			}
+			w.markApplied(typ, resume)
 		case *pbresource.WatchEvent_Bookmark_:
 			current = true
 			resume.advance(e.Bookmark.GetVersion())
+			w.markApplied(typ, resume)
 		case *pbresource.WatchEvent_EndOfSnapshot_:
 			if !inSnapshot && !resuming {
 				continue
@@ -276,8 +279,19 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			for _, ev := range events {
 				sink(ev)
 			}
+			w.markApplied(typ, resume)
 			primed()
 		}
+	}
+}
+
+// markApplied tells the cache that it holds typ's changes up to the
+// resume point, for the reconciles that wait to read their own writes
+// (cache.MarkApplied). It comes after the change's sink, so that the keys
+// a change queues are queued before the waits it ends are over.
+func (w *cacheWatcher) markApplied(typ *pbresource.Type, p *resumePoint) {
+	if p.n > 0 {
+		_ = w.Cache.MarkApplied(typ, p.n) // Run checked that the cache holds typ
 	}
 }
 

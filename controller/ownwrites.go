@@ -1,0 +1,356 @@
+package controller
+
+// Read-your-own-writes (DESIGN.md). Versions are store-wide and grow with
+// every write, so once a reconcile's writes have returned versions, "the
+// cache has caught up with them" is one comparison per type written: the
+// version up to which the cache has applied the type (cache.MarkApplied,
+// fed by the watches) against the newest version the reconcile wrote of
+// it. Until then the key stays in progress in the queue: the worker does
+// not hand it back (Done) but goes on with other keys, and the queue's
+// contract does the rest (no worker takes the key; a change that queues it
+// meanwhile reconciles it once it is handed back). A bound keeps a cache
+// that never catches up from holding a key for good.
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/controller/queue"
+	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
+	"github.com/loomrt/loom/resource"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultReadYourWritesBound is how long a key waits, at most, for the
+// cache to hold what its last reconcile wrote (see
+// Controller.WithReadYourWrites).
+const DefaultReadYourWritesBound = time.Second
+
+// reconcileCall is what one reconcile has of its own, in one allocation:
+// its logger and the client that notes its writes.
+type reconcileCall struct {
+	logger requestLogger
+	writes writeRecorder
+}
+
+// writtenType is the newest version a reconcile wrote of one type.
+type writtenType struct {
+	typ     *pbresource.Type
+	version uint64
+}
+
+// writeRecorder is rt.Client in one reconcile: the worker's client, noting
+// per type the newest version a Write or WriteStatus returned, and whether
+// a write was refused as a conflict (Aborted). A Delete returns no version,
+// so it is not waited for. Once the reconcile has returned (close), the
+// recorder only passes calls on: what a goroutine the reconciler left
+// behind writes is not waited for.
+type writeRecorder struct {
+	pbresource.ResourceServiceClient
+	mu       sync.Mutex
+	closed   bool
+	conflict bool
+	types    []writtenType // in inline, unless more types were written
+	inline   [2]writtenType
+}
+
+func (r *writeRecorder) init(client pbresource.ResourceServiceClient) {
+	r.ResourceServiceClient = client
+	r.types = r.inline[:0]
+}
+
+func (r *writeRecorder) Write(ctx context.Context, in *pbresource.WriteRequest, opts ...grpc.CallOption) (*pbresource.WriteResponse, error) {
+	rsp, err := r.ResourceServiceClient.Write(ctx, in, opts...)
+	r.note(in.GetResource().GetId().GetType(), rsp.GetResource().GetVersion(), err)
+	return rsp, err
+}
+
+func (r *writeRecorder) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, opts ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
+	rsp, err := r.ResourceServiceClient.WriteStatus(ctx, in, opts...)
+	r.note(in.GetId().GetType(), rsp.GetResource().GetVersion(), err)
+	return rsp, err
+}
+
+func (r *writeRecorder) Delete(ctx context.Context, in *pbresource.DeleteRequest, opts ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
+	rsp, err := r.ResourceServiceClient.Delete(ctx, in, opts...)
+	r.note(nil, "", err)
+	return rsp, err
+}
+
+// note records a write's outcome: a conflict, or the version it wrote of
+// typ. A version that is not a number (a server whose versions are not
+// Loom's or Consul's) cannot be waited for.
+func (r *writeRecorder) note(typ *pbresource.Type, version string, err error) {
+	var v uint64
+	if err == nil {
+		var perr error
+		if v, perr = strconv.ParseUint(version, 10, 64); perr != nil {
+			return
+		}
+	} else if status.Code(err) != codes.Aborted {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if err != nil {
+		r.conflict = true
+		return
+	}
+	for i := range r.types {
+		if t := &r.types[i]; resource.EqualUnversionedType(t.typ, typ) {
+			t.version = max(t.version, v)
+			return
+		}
+	}
+	r.types = append(r.types, writtenType{typ: typ, version: v})
+}
+
+// close ends the recording and returns what the reconcile wrote.
+func (r *writeRecorder) close() []writtenType {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return r.types
+}
+
+// conflicted reports whether err, a reconcile's error, is a write conflict:
+// a write in the reconcile was refused with Aborted (a compare-and-swap on
+// a version the store had moved past), and the reconcile failed with it.
+func (r *writeRecorder) conflicted(err error) bool {
+	if status.Code(err) != codes.Aborted {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conflict
+}
+
+// ownWrites holds back the keys of one run of a controller until the cache
+// has applied what their last reconcile wrote, or bound has passed.
+type ownWrites struct {
+	cache    *cache.Cache
+	q        *workQueue
+	bound    time.Duration // 0: off
+	timeouts prometheus.Counter
+	logger   hclog.Logger
+
+	mu sync.Mutex
+	// first and last end the list of holds, in the order they began; all
+	// have the same bound, so that is about the order of their deadlines
+	// (workers that end reconciles at once may link theirs a little out of
+	// order, which delays a timeout by as much).
+	first, last *hold
+	timer       *time.Timer // armed for the first hold's deadline
+	armed       bool
+	stopped     bool
+	// free keeps holds that ended for new ones: most reconciles write, so
+	// most need one.
+	free []*hold
+}
+
+// hold is one key held back until the cache has what its reconcile wrote.
+type hold struct {
+	o        *ownWrites
+	item     queue.Item[reconcile.RequestKey, reconcile.Request]
+	end      time.Time // when the reconcile ended, for the queue's metrics
+	deadline time.Time
+	waits    []cache.AppliedWait // in inline, unless more types were written
+	inline   [2]cache.AppliedWait
+	// pending counts the waits not over; linked says the hold is in the
+	// list (not over, timed out nor stopped). Both are guarded by o.mu.
+	pending    int
+	linked     bool
+	prev, next *hold
+}
+
+// handBack hands item back to the queue after its reconcile, which ended at
+// end: at once, or, when the reconcile wrote versions the cache has not
+// applied yet, once it has or the bound has passed.
+func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, call *reconcileCall) {
+	written := call.writes.close()
+	if o.bound <= 0 || o.applied(written) {
+		o.q.DoneAt(item, end)
+		return
+	}
+	o.mu.Lock()
+	h := o.newHold()
+	h.item, h.end, h.deadline = item, end, end.Add(o.bound)
+	if len(written) > len(h.inline) {
+		h.waits = make([]cache.AppliedWait, 0, len(written))
+	}
+	if !o.stopped {
+		for _, t := range written {
+			h.waits = h.waits[:len(h.waits)+1]
+			if waiting, err := o.cache.WaitApplied(&h.waits[len(h.waits)-1], t.typ, t.version, h); err == nil && waiting {
+				h.pending++
+			}
+		}
+	}
+	if h.pending == 0 {
+		o.recycle(h)
+		o.mu.Unlock()
+		o.q.DoneAt(item, end)
+		return
+	}
+	o.link(h)
+	o.mu.Unlock()
+}
+
+// newHold returns a hold from the free list, or a new one; the caller
+// holds o.mu.
+func (o *ownWrites) newHold() *hold {
+	var h *hold
+	if n := len(o.free); n > 0 {
+		h, o.free = o.free[n-1], o.free[:n-1]
+	} else {
+		h = &hold{o: o}
+	}
+	h.waits = h.inline[:0]
+	return h
+}
+
+// recycle puts h, which nothing refers to any more (no wait of it is left
+// in the cache, nor is it linked), on the free list; the caller holds
+// o.mu.
+func (o *ownWrites) recycle(h *hold) {
+	if len(o.free) < maxFreeHolds {
+		*h = hold{o: o}
+		o.free = append(o.free, h)
+	}
+}
+
+// maxFreeHolds bounds the free list: a burst of holds is not kept for good.
+const maxFreeHolds = 1024
+
+// applied reports whether the cache holds every version in written, or
+// cannot be waited for it (a type it does not hold); the common case of a
+// cache that is quick, checked without a lock.
+func (o *ownWrites) applied(written []writtenType) bool {
+	for _, t := range written {
+		if v, err := o.cache.AppliedVersion(t.typ); err == nil && v < t.version {
+			return false
+		}
+	}
+	return true
+}
+
+// Applied is told by the cache that one of h's waits is over; the last one
+// hands the key back. (A hold that timed out or was stopped is not linked:
+// a wait of it the cache had ended before it could be cancelled changes
+// nothing.)
+func (h *hold) Applied(*cache.AppliedWait) {
+	o := h.o
+	o.mu.Lock()
+	h.pending--
+	if h.pending > 0 || !h.linked {
+		o.mu.Unlock()
+		return
+	}
+	o.unlink(h)
+	item, end := h.item, h.end
+	o.recycle(h) // its last wait is over: the cache no longer refers to it
+	o.mu.Unlock()
+	o.q.DoneAt(item, end)
+}
+
+// cancel stops h's waits.
+func (h *hold) cancel() {
+	for i := range h.waits {
+		h.waits[i].Cancel()
+	}
+}
+
+// link puts h at the end of the list; the caller holds o.mu.
+func (o *ownWrites) link(h *hold) {
+	h.linked = true
+	h.prev = o.last
+	if o.last != nil {
+		o.last.next = h
+	} else {
+		o.first = h
+	}
+	o.last = h
+	o.arm(h.end)
+}
+
+// unlink takes h out of the list; the caller holds o.mu.
+func (o *ownWrites) unlink(h *hold) {
+	if h.prev != nil {
+		h.prev.next = h.next
+	} else {
+		o.first = h.next
+	}
+	if h.next != nil {
+		h.next.prev = h.prev
+	} else {
+		o.last = h.prev
+	}
+	h.prev, h.next, h.linked = nil, nil, false
+}
+
+// arm makes the timer fire at the first hold's deadline, unless it is
+// armed already (for an earlier one: a hold that ended early leaves the
+// timer be, and expire re-arms it). The caller holds o.mu.
+func (o *ownWrites) arm(now time.Time) {
+	if o.armed || o.stopped || o.first == nil {
+		return
+	}
+	o.armed = true
+	wait := o.first.deadline.Sub(now)
+	if o.timer == nil {
+		o.timer = time.AfterFunc(wait, o.expire)
+		return
+	}
+	o.timer.Reset(wait)
+}
+
+// expire hands back the keys whose bound has passed, counting each.
+func (o *ownWrites) expire() {
+	o.mu.Lock()
+	o.armed = false
+	now := time.Now()
+	var due []*hold
+	for h := o.first; h != nil && !h.deadline.After(now); h = o.first {
+		o.unlink(h)
+		due = append(due, h)
+	}
+	o.arm(now)
+	o.mu.Unlock()
+	for _, h := range due {
+		h.cancel()
+		o.timeouts.Inc()
+		o.logger.Debug("the cache has not caught up with what the last reconcile wrote; reconciling again anyway",
+			"request", h.item.Key.String(), "waited", o.bound)
+		o.q.DoneAt(h.item, h.end)
+	}
+}
+
+// stop hands back every key still held, once the workers have stopped.
+func (o *ownWrites) stop() {
+	o.mu.Lock()
+	o.stopped = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	var held []*hold
+	for h := o.first; h != nil; h = o.first {
+		o.unlink(h)
+		held = append(held, h)
+	}
+	o.mu.Unlock()
+	for _, h := range held {
+		h.cancel()
+		o.q.DoneAt(h.item, h.end)
+	}
+}
