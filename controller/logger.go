@@ -32,14 +32,8 @@ type requestLogger struct {
 }
 
 func newRequestLogger(base hclog.Logger, req reconcile.Request) *requestLogger {
-	l := &requestLogger{}
-	l.init(base, req)
-	return l
-}
-
-func (l *requestLogger) init(base hclog.Logger, req reconcile.Request) {
 	_, intercept := base.(hclog.InterceptLogger)
-	l.Logger, l.id, l.gate = base, req.ID, !intercept
+	return &requestLogger{Logger: base, id: req.ID, gate: !intercept}
 }
 
 func (l *requestLogger) get() hclog.Logger {
@@ -103,12 +97,10 @@ func (l *requestLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Wri
 }
 
 // runtimeFor returns the Runtime of one reconcile of req: the worker's,
-// with a logger that names the request and a client that notes what the
-// reconcile writes (see reconcileCall).
-func (w *worker) runtimeFor(req reconcile.Request, call *reconcileCall) reconcile.Runtime {
+// with a logger that names the request. Its client is the worker's
+// writeRecorder, which the caller opens.
+func (w *worker) runtimeFor(req reconcile.Request) reconcile.Runtime {
 	rt := w.rt
-	call.logger.init(w.logger, req)
-	call.writes.init(rt.Client)
-	rt.Logger, rt.Client = &call.logger, &call.writes
+	rt.Logger = newRequestLogger(w.logger, req)
 	return rt
 }

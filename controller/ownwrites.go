@@ -34,25 +34,21 @@ import (
 // Controller.WithReadYourWrites).
 const DefaultReadYourWritesBound = time.Second
 
-// reconcileCall is what one reconcile has of its own, in one allocation:
-// its logger and the client that notes its writes.
-type reconcileCall struct {
-	logger requestLogger
-	writes writeRecorder
-}
-
 // writtenType is the newest version a reconcile wrote of one type.
 type writtenType struct {
 	typ     *pbresource.Type
 	version uint64
 }
 
-// writeRecorder is rt.Client in one reconcile: the worker's client, noting
-// per type the newest version a Write or WriteStatus returned, and whether
-// a write was refused as a conflict (Aborted). A Delete returns no version,
-// so it is not waited for. Once the reconcile has returned (close), the
-// recorder only passes calls on: what a goroutine the reconciler left
-// behind writes is not waited for.
+// writeRecorder is rt.Client in a worker's reconciles: the Manager's
+// client, noting per type the newest version a Write or WriteStatus
+// returned, and whether a write was refused as a conflict (Aborted). A
+// Delete returns no version, so it is not waited for. Each worker has one,
+// opened when a reconcile starts and closed when it returns (no allocation
+// per reconcile); between reconciles it only passes calls on. So a write
+// that a goroutine left behind by a reconcile makes later is waited for
+// only if it comes during the worker's next reconcile, which then waits
+// for it too: a longer wait, never a shorter one.
 type writeRecorder struct {
 	pbresource.ResourceServiceClient
 	mu       sync.Mutex
@@ -64,6 +60,15 @@ type writeRecorder struct {
 
 func (r *writeRecorder) init(client pbresource.ResourceServiceClient) {
 	r.ResourceServiceClient = client
+	r.closed = true
+}
+
+// open starts recording a reconcile.
+func (r *writeRecorder) open() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed, r.conflict = false, false
+	clear(r.inline[:])
 	r.types = r.inline[:0]
 }
 
@@ -116,7 +121,8 @@ func (r *writeRecorder) note(typ *pbresource.Type, version string, err error) {
 	r.types = append(r.types, writtenType{typ: typ, version: v})
 }
 
-// close ends the recording and returns what the reconcile wrote.
+// close ends the recording and returns what the reconcile wrote, valid
+// until the recorder is opened again.
 func (r *writeRecorder) close() []writtenType {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,10 +181,10 @@ type hold struct {
 }
 
 // handBack hands item back to the queue after its reconcile, which ended at
-// end: at once, or, when the reconcile wrote versions the cache has not
-// applied yet, once it has or the bound has passed.
-func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, call *reconcileCall) {
-	written := call.writes.close()
+// end and wrote written: at once, or, when the reconcile wrote versions the
+// cache has not applied yet, once it has or the bound has passed. It does
+// not keep written.
+func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, written []writtenType) {
 	if o.bound <= 0 || o.applied(written) {
 		o.q.DoneAt(item, end)
 		return

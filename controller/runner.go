@@ -112,7 +112,9 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{c: c, q: q, rt: rt, logger: logger, met: met, own: own}
+			w := &worker{c: c, q: q, rt: rt, logger: logger, met: met, own: own}
+			w.writes.init(client)
+			w.rt.Client = &w.writes
 			w.run(ctx)
 		}()
 	}
@@ -158,6 +160,7 @@ type worker struct {
 	logger hclog.Logger
 	met    *controllerMetrics
 	own    *ownWrites
+	writes writeRecorder // rt.Client
 }
 
 // run reconciles keys until the queue shuts down. A key goes back to the
@@ -169,13 +172,14 @@ func (w *worker) run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		call := new(reconcileCall)
-		end := w.reconcile(ctx, call, item.Key, item.Value, item.Started)
+		w.writes.open()
+		end := w.reconcile(ctx, item.Key, item.Value, item.Started)
+		written := w.writes.close()
 		if ctx.Err() != nil {
 			w.q.DoneAt(item, end) // stopping: nothing will be reconciled again
 			continue
 		}
-		w.own.handBack(item, end, call)
+		w.own.handBack(item, end, written)
 	}
 }
 
@@ -183,11 +187,11 @@ func (w *worker) run(ctx context.Context) {
 // if the queue did not read the clock), and returns when it ended. The
 // reconcile-time metric and the queue's work duration share that one
 // reading of the clock.
-func (w *worker) reconcile(ctx context.Context, call *reconcileCall, key reconcile.RequestKey, req reconcile.Request, start time.Time) time.Time {
+func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, start time.Time) time.Time {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	rt := w.runtimeFor(req, call)
+	rt := w.runtimeFor(req)
 	err := safeCall(func() error { return w.c.reconciler.Reconcile(ctx, rt, req) })
 	end := time.Now()
 	w.met.time.Observe(end.Sub(start).Seconds())
@@ -217,7 +221,7 @@ func (w *worker) reconcile(ctx context.Context, call *reconcileCall, key reconci
 		if _, isPanic := err.(panicError); isPanic {
 			w.met.panics.Inc()
 		}
-		if call.writes.conflicted(err) {
+		if w.writes.conflicted(err) {
 			w.retryConflict(ctx, key, req, err)
 			return end
 		}

@@ -98,7 +98,8 @@ func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ .
 }
 
 // Write returns a copy of the written resource, or with
-// resource.ResponseUnread one that holds only its Version.
+// resource.ResponseUnread the stored resource itself, uncopied: its caller
+// reads at most its Version, and never changes it.
 func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, opts ...grpc.CallOption) (*pbresource.WriteResponse, error) {
 	out, err := c.s.Write(c.serverContext(ctx), in)
 	if err != nil {
@@ -106,35 +107,25 @@ func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, o
 	}
 	// out is the call's own (the server keeps no response), but its
 	// resource is the stored one.
-	if resource.IsResponseUnread(opts) {
-		out.Resource = versionOnly(out.Resource)
-	} else {
+	if !resource.IsResponseUnread(opts) {
 		out.Resource = resource.Clone(out.Resource)
 	}
 	return out, nil
 }
 
 // WriteStatus returns a copy of the written resource, or with
-// resource.ResponseUnread one that holds only its Version.
+// resource.ResponseUnread the stored resource itself, uncopied: its caller
+// reads at most its Version, and never changes it.
 func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, opts ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
 	out, err := c.s.WriteStatus(c.serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
 	// As in Write: out is the call's own, its resource the stored one.
-	if resource.IsResponseUnread(opts) {
-		out.Resource = versionOnly(out.Resource)
-	} else {
+	if !resource.IsResponseUnread(opts) {
 		out.Resource = resource.Clone(out.Resource)
 	}
 	return out, nil
-}
-
-// versionOnly returns a resource that holds only res's Version: what a
-// caller who promised not to read the response may still need (a
-// controller waits for its cache to reach the versions it wrote).
-func versionOnly(res *pbresource.Resource) *pbresource.Resource {
-	return &pbresource.Resource{Version: res.GetVersion()}
 }
 
 func (c *inprocClient) List(ctx context.Context, in *pbresource.ListRequest, _ ...grpc.CallOption) (*pbresource.ListResponse, error) {

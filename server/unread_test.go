@@ -11,9 +11,9 @@ import (
 )
 
 // TestResponseUnread checks that resource.ResponseUnread only spares the
-// response: the in-process client returns only the resource's version, a
-// gRPC client the resource anyway, and what is stored is the same either
-// way.
+// copy of the response: the in-process client returns the stored resource
+// (whose version the caller may read), a gRPC client the resource anyway,
+// and what is stored is the same either way.
 func TestResponseUnread(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
@@ -33,10 +33,10 @@ func TestResponseUnread(t *testing.T) {
 			require.True(t, resource.EqualStatus(simpleStatus(stored.Generation), after.Status["k"]))
 
 			if name == "in-process" {
-				// Only the version, which a caller that waits for its
-				// writes to reach a cache needs.
-				require.True(t, proto.Equal(&pbresource.Resource{Version: stored.Version}, wrsp.GetResource()))
-				require.True(t, proto.Equal(&pbresource.Resource{Version: after.Version}, srsp.GetResource()))
+				// The stored resource, uncopied: its version is what a
+				// caller that waits for its writes to reach a cache reads.
+				require.Equal(t, stored.Version, wrsp.GetResource().GetVersion())
+				require.Equal(t, after.Version, srsp.GetResource().GetVersion())
 				return
 			}
 			require.True(t, proto.Equal(stored, wrsp.GetResource()))
