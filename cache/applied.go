@@ -65,9 +65,11 @@ type progress struct {
 // typ up to store version v: the goroutine that feeds the cache calls it
 // once it has applied a change, a snapshot or a bookmark at v (the
 // controller package's watches do). The version only grows: a v at or below
-// the one recorded changes nothing. The waits that v ends are told before
-// it returns. Without waits it costs a type look-up and two atomic
-// operations.
+// the one recorded changes nothing. (So against a store whose versions start
+// over, such as a server restarted on an empty store, waits end at once
+// until its versions pass the recorded one: a wait never ends late because
+// of it, but may end early.) The waits that v ends are told before it
+// returns. Without waits it costs a type look-up and two atomic operations.
 func (c *Cache) MarkApplied(typ *pbresource.Type, v uint64) error {
 	tc, err := c.typeCache(typ)
 	if err != nil {
