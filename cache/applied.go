@@ -9,28 +9,27 @@ import (
 
 // The store's versions are global and grow with every write, so how far
 // the cache has caught up with a type is one number: the version up to
-// which it has applied the type's changes. Whoever feeds the cache records
-// it (MarkApplied); a controller that wrote a resource waits for it
-// (WaitApplied) before reconciling the same key again, so that it reads
+// which it has applied the type's changes (Applied). Whoever feeds the cache
+// records it (Applied.Mark); a controller that wrote a resource waits for
+// it (Applied.Wait) before reconciling the same key again, so that it reads
 // its own writes.
 
-// AppliedNotifier is told when a wait started with Cache.WaitApplied is
-// over.
+// AppliedNotifier is told when a wait started with Applied.Wait is over.
 type AppliedNotifier interface {
 	// Applied is called once, with the wait that is over, from the
-	// goroutine that called MarkApplied, holding none of the cache's locks.
-	// It should be quick: the cache's feed waits for it.
+	// goroutine that called Applied.Mark, holding none of the cache's
+	// locks. It should be quick: the cache's feed waits for it.
 	Applied(w *AppliedWait)
 }
 
 // AppliedWait is one wait for the cache to have applied a type up to a
-// version (see Cache.WaitApplied). Its zero value is ready for use; it may
+// version (see Applied.Wait). Its zero value is ready for use; it may
 // be embedded in a larger struct, to spare an allocation, but must not be
 // copied or reused while it waits.
 type AppliedWait struct {
 	version uint64
 	at      int // its index in p.heap plus one; 0 when not waiting
-	p       *progress
+	p       *Applied
 	notify  AppliedNotifier
 }
 
@@ -50,59 +49,42 @@ func (w *AppliedWait) Cancel() bool {
 	return true
 }
 
-// progress is how far the cache has applied one type's changes, and the
-// waits for it to get further, in a heap by version.
-type progress struct {
+// Applied is how far the cache has applied one type's changes, and the
+// waits for it to get further, in a heap by version. Get it once with
+// Cache.Applied and keep it: its methods need no look-up.
+type Applied struct {
 	applied atomic.Uint64
-	// waiting is len(heap), for MarkApplied to see without the lock that
-	// nobody waits.
+	// waiting is len(heap), for Mark to see without the lock that nobody
+	// waits.
 	waiting atomic.Int64
 	mu      sync.Mutex
 	heap    []*AppliedWait
 }
 
-// MarkApplied records that the cache holds every change to resources of
-// typ up to store version v: the goroutine that feeds the cache calls it
-// once it has applied a change, a snapshot or a bookmark at v (the
-// controller package's watches do). The version only grows: a v at or below
-// the one recorded changes nothing. (So against a store whose versions start
-// over, such as a server restarted on an empty store, waits end at once
-// until its versions pass the recorded one: a wait never ends late because
-// of it, but may end early.) The waits that v ends are told before it
-// returns. Without waits it costs a type look-up and two atomic operations.
-func (c *Cache) MarkApplied(typ *pbresource.Type, v uint64) error {
+// Applied returns the progress of typ (any GroupVersion of it), or an
+// error when the cache does not hold typ.
+func (c *Cache) Applied(typ *pbresource.Type) (*Applied, error) {
 	tc, err := c.typeCache(typ)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tc.applied.mark(v)
-	return nil
+	return &tc.applied, nil
 }
 
-// AppliedVersion returns the version up to which the cache has applied
-// typ's changes (see MarkApplied); 0 when none was recorded.
-func (c *Cache) AppliedVersion(typ *pbresource.Type) (uint64, error) {
-	tc, err := c.typeCache(typ)
-	if err != nil {
-		return 0, err
-	}
-	return tc.applied.applied.Load(), nil
-}
+// Version returns the version up to which the cache has applied the
+// type's changes (see Mark); 0 when none was recorded.
+func (p *Applied) Version() uint64 { return p.applied.Load() }
 
-// WaitApplied makes w wait until the cache has applied typ's changes up to
-// version v or later; notify.Applied(w) is then called, once. It returns
-// false, and starts no wait, when the cache has applied v already, and an
-// error when it does not hold typ. A wait that must end earlier is
-// cancelled with w.Cancel.
-func (c *Cache) WaitApplied(w *AppliedWait, typ *pbresource.Type, v uint64, notify AppliedNotifier) (bool, error) {
-	tc, err := c.typeCache(typ)
-	if err != nil {
-		return false, err
-	}
-	return tc.applied.wait(w, v, notify), nil
-}
-
-func (p *progress) mark(v uint64) {
+// Mark records that the cache holds every change to resources of the type
+// up to store version v: the goroutine that feeds the cache calls it once
+// it has applied a change, a snapshot or a bookmark at v (the controller
+// package's watches do). The version only grows: a v at or below the one
+// recorded changes nothing. (So against a store whose versions start over,
+// such as a server restarted on an empty store, waits end at once until its
+// versions pass the recorded one: a wait never ends late because of it, but
+// may end early.) The waits that v ends are told before Mark returns.
+// Without waits it costs two atomic operations.
+func (p *Applied) Mark(v uint64) {
 	for {
 		cur := p.applied.Load()
 		if v <= cur {
@@ -118,29 +100,39 @@ func (p *progress) mark(v uint64) {
 	if p.waiting.Load() == 0 {
 		return
 	}
+	var over [16]*AppliedWait
 	for {
-		w := p.popApplied()
-		if w == nil {
+		n := p.popApplied(over[:])
+		for _, w := range over[:n] {
+			w.notify.Applied(w)
+		}
+		if n < len(over) {
 			return
 		}
-		w.notify.Applied(w)
 	}
 }
 
-// popApplied takes the first wait that is over out of the heap; nil if
-// there is none.
-func (p *progress) popApplied() *AppliedWait {
+// popApplied takes up to len(over) waits that are over out of the heap,
+// into over, and returns how many.
+func (p *Applied) popApplied(over []*AppliedWait) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.heap) == 0 || p.heap[0].version > p.applied.Load() {
-		return nil
+	applied := p.applied.Load()
+	n := 0
+	for n < len(over) && len(p.heap) > 0 && p.heap[0].version <= applied {
+		w := p.heap[0]
+		p.remove(w)
+		over[n] = w
+		n++
 	}
-	w := p.heap[0]
-	p.remove(w)
-	return w
+	return n
 }
 
-func (p *progress) wait(w *AppliedWait, v uint64, notify AppliedNotifier) bool {
+// Wait makes w wait until the cache has applied the type's changes up to
+// version v or later; notify.Applied(w) is then called, once. It returns
+// false, and starts no wait, when the cache has applied v already. A wait
+// that must end earlier is cancelled with w.Cancel.
+func (p *Applied) Wait(w *AppliedWait, v uint64, notify AppliedNotifier) bool {
 	if p.applied.Load() >= v {
 		return false
 	}
@@ -152,8 +144,8 @@ func (p *progress) wait(w *AppliedWait, v uint64, notify AppliedNotifier) bool {
 	p.up(len(p.heap) - 1)
 	p.waiting.Store(int64(len(p.heap)))
 	if p.applied.Load() >= v {
-		// Applied meanwhile, by a MarkApplied that may not have seen this
-		// wait (see mark).
+		// Applied meanwhile, by a Mark that may not have seen this
+		// wait (see Mark).
 		p.remove(w)
 		return false
 	}
@@ -161,7 +153,7 @@ func (p *progress) wait(w *AppliedWait, v uint64, notify AppliedNotifier) bool {
 }
 
 // remove takes w, which waits, out of the heap; the caller holds p.mu.
-func (p *progress) remove(w *AppliedWait) {
+func (p *Applied) remove(w *AppliedWait) {
 	h := p.heap
 	i, last := w.at-1, len(h)-1
 	if i != last {
@@ -178,7 +170,7 @@ func (p *progress) remove(w *AppliedWait) {
 	p.waiting.Store(int64(len(p.heap)))
 }
 
-func (p *progress) up(i int) {
+func (p *Applied) up(i int) {
 	h := p.heap
 	for i > 0 {
 		parent := (i - 1) / 2
@@ -190,7 +182,7 @@ func (p *progress) up(i int) {
 	}
 }
 
-func (p *progress) down(i int) {
+func (p *Applied) down(i int) {
 	h := p.heap
 	for {
 		small := i
@@ -208,7 +200,7 @@ func (p *progress) down(i int) {
 	}
 }
 
-func (p *progress) swap(i, j int) {
+func (p *Applied) swap(i, j int) {
 	h := p.heap
 	h[i], h[j] = h[j], h[i]
 	h[i].at, h[j].at = i+1, j+1

@@ -30,68 +30,61 @@ func (n *notes) count() int {
 	return len(n.over)
 }
 
-func TestMarkAppliedOnlyGrows(t *testing.T) {
-	c := newCache(t)
-	v, err := c.AppliedVersion(albumType)
+// applied returns the progress of typ in c.
+func applied(t *testing.T, c *cache.Cache, typ *pbresource.Type) *cache.Applied {
+	t.Helper()
+	a, err := c.Applied(typ)
 	require.NoError(t, err)
-	require.Zero(t, v)
-
-	require.NoError(t, c.MarkApplied(albumType, 7))
-	require.NoError(t, c.MarkApplied(albumType, 5))
-	v, err = c.AppliedVersion(albumType)
-	require.NoError(t, err)
-	require.Equal(t, uint64(7), v)
-
-	// Per type, and any GroupVersion of it.
-	other, err := c.AppliedVersion(artistType)
-	require.NoError(t, err)
-	require.Zero(t, other)
-	v2 := &pbresource.Type{Group: albumType.Group, GroupVersion: "v2", Kind: albumType.Kind}
-	require.NoError(t, c.MarkApplied(v2, 9))
-	v, err = c.AppliedVersion(albumType)
-	require.NoError(t, err)
-	require.Equal(t, uint64(9), v)
-
-	unknown := &pbresource.Type{Group: "music", GroupVersion: "v1", Kind: "Song"}
-	require.ErrorContains(t, c.MarkApplied(unknown, 1), "does not hold type music.v1.Song")
-	_, err = c.AppliedVersion(unknown)
-	require.Error(t, err)
-	_, err = c.WaitApplied(&cache.AppliedWait{}, unknown, 1, &notes{})
-	require.Error(t, err)
+	return a
 }
 
-func TestWaitAppliedEndsInVersionOrder(t *testing.T) {
+func TestAppliedOnlyGrows(t *testing.T) {
 	c := newCache(t)
-	require.NoError(t, c.MarkApplied(albumType, 10))
+	albums := applied(t, c, albumType)
+	require.Zero(t, albums.Version())
+
+	albums.Mark(7)
+	albums.Mark(5)
+	require.Equal(t, uint64(7), albums.Version())
+
+	// Per type, and any GroupVersion of it.
+	require.Zero(t, applied(t, c, artistType).Version())
+	v2 := &pbresource.Type{Group: albumType.Group, GroupVersion: "v2", Kind: albumType.Kind}
+	require.Same(t, albums, applied(t, c, v2))
+
+	_, err := c.Applied(&pbresource.Type{Group: "music", GroupVersion: "v1", Kind: "Song"})
+	require.ErrorContains(t, err, "does not hold type music.v1.Song")
+}
+
+func TestWaitEndsInVersionOrder(t *testing.T) {
+	c := newCache(t)
+	albums := applied(t, c, albumType)
+	albums.Mark(10)
 	n := &notes{}
 
 	var done cache.AppliedWait
-	waiting, err := c.WaitApplied(&done, albumType, 10, n)
-	require.NoError(t, err)
-	require.False(t, waiting, "version 10 is applied already")
+	require.False(t, albums.Wait(&done, 10, n), "version 10 is applied already")
 
 	waits := make([]cache.AppliedWait, 5)
 	for i, v := range []uint64{15, 12, 30, 12, 20} {
-		waiting, err := c.WaitApplied(&waits[i], albumType, v, n)
-		require.NoError(t, err)
-		require.True(t, waiting)
+		require.True(t, albums.Wait(&waits[i], v, n))
 	}
 	// Another type's progress ends none of them.
-	require.NoError(t, c.MarkApplied(artistType, 100))
+	applied(t, c, artistType).Mark(100)
 	require.Zero(t, n.count())
 
-	require.NoError(t, c.MarkApplied(albumType, 11))
+	albums.Mark(11)
 	require.Zero(t, n.count())
-	require.NoError(t, c.MarkApplied(albumType, 16))
+	albums.Mark(16)
 	require.Equal(t, []*cache.AppliedWait{&waits[1], &waits[3], &waits[0]}, sortSame(n.over, &waits[1], &waits[3]))
-	require.NoError(t, c.MarkApplied(albumType, 25))
+	albums.Mark(25)
 	require.Len(t, n.over, 4)
 	require.Same(t, &waits[4], n.over[3])
 
 	require.True(t, waits[2].Cancel(), "version 30 was not reached")
 	require.False(t, waits[2].Cancel(), "cancelled already")
 	require.False(t, waits[0].Cancel(), "over already")
-	require.NoError(t, c.MarkApplied(albumType, 40))
+	albums.Mark(40)
 	require.Len(t, n.over, 4, "a cancelled wait is not told")
 	require.False(t, (&cache.AppliedWait{}).Cancel(), "a wait never started")
 }
@@ -107,10 +100,10 @@ func sortSame(over []*cache.AppliedWait, a, b *cache.AppliedWait) []*cache.Appli
 	return out
 }
 
-// TestWaitAppliedHeap starts and cancels waits at random and checks that
-// each ends exactly when its version is applied.
-func TestWaitAppliedHeap(t *testing.T) {
-	c := newCache(t)
+// TestWaitHeap starts and cancels waits at random and checks that each
+// ends exactly when its version is applied.
+func TestWaitHeap(t *testing.T) {
+	albums := applied(t, newCache(t), albumType)
 	rng := rand.New(rand.NewSource(1))
 	n := &notes{}
 	waits := make([]cache.AppliedWait, 500)
@@ -118,9 +111,7 @@ func TestWaitAppliedHeap(t *testing.T) {
 	cancelled := make([]bool, len(waits))
 	for i := range waits {
 		version[i] = uint64(1 + rng.Intn(1000))
-		waiting, err := c.WaitApplied(&waits[i], albumType, version[i], n)
-		require.NoError(t, err)
-		require.True(t, waiting)
+		require.True(t, albums.Wait(&waits[i], version[i], n))
 	}
 	for i := range waits {
 		if rng.Intn(3) == 0 {
@@ -128,20 +119,20 @@ func TestWaitAppliedHeap(t *testing.T) {
 			cancelled[i] = true
 		}
 	}
-	for applied := uint64(0); applied <= 1000; applied += uint64(1 + rng.Intn(50)) {
-		require.NoError(t, c.MarkApplied(albumType, applied))
+	for at := uint64(0); at <= 1000; at += uint64(1 + rng.Intn(50)) {
+		albums.Mark(at)
 		for _, w := range n.over {
 			i := indexOfWait(waits, w)
 			require.False(t, cancelled[i], "wait %d was cancelled", i)
-			require.LessOrEqual(t, version[i], applied)
+			require.LessOrEqual(t, version[i], at)
 		}
 		for i := range waits {
-			if !cancelled[i] && version[i] <= applied {
-				require.False(t, waits[i].Cancel(), "wait %d for %d still waits at %d", i, version[i], applied)
+			if !cancelled[i] && version[i] <= at {
+				require.False(t, waits[i].Cancel(), "wait %d for %d still waits at %d", i, version[i], at)
 			}
 		}
 	}
-	require.NoError(t, c.MarkApplied(albumType, 1000))
+	albums.Mark(1000)
 	want := 0
 	for i := range waits {
 		if !cancelled[i] {
@@ -160,18 +151,18 @@ func indexOfWait(waits []cache.AppliedWait, w *cache.AppliedWait) int {
 	return -1
 }
 
-// TestWaitAppliedConcurrent races waits against the versions that end
-// them: every wait ends, exactly once, and never early.
-func TestWaitAppliedConcurrent(t *testing.T) {
-	c := newCache(t)
+// TestWaitConcurrent races waits against the versions that end them:
+// every wait ends, exactly once, and never early.
+func TestWaitConcurrent(t *testing.T) {
+	albums := applied(t, newCache(t), albumType)
 	const waiters, perWaiter, top = 4, 500, 2000
-	n := &checkedNotes{c: c, t: t}
+	n := &checkedNotes{albums: albums, t: t}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for v := uint64(1); v <= top; v++ {
-			assert.NoError(t, c.MarkApplied(albumType, v))
+			albums.Mark(v)
 		}
 	}()
 	var started sync.Map
@@ -184,9 +175,7 @@ func TestWaitAppliedConcurrent(t *testing.T) {
 				w := &cache.AppliedWait{}
 				v := uint64(1 + rng.Intn(top))
 				n.versions.Store(w, v)
-				waiting, err := c.WaitApplied(w, albumType, v, n)
-				assert.NoError(t, err)
-				if waiting {
+				if albums.Wait(w, v, n) {
 					started.Store(w, true)
 				}
 			}
@@ -206,7 +195,7 @@ func TestWaitAppliedConcurrent(t *testing.T) {
 // checkedNotes checks, when told, that the wait's version is applied and
 // that it is told once.
 type checkedNotes struct {
-	c        *cache.Cache
+	albums   *cache.Applied
 	t        *testing.T
 	versions sync.Map // *AppliedWait → uint64
 	told     sync.Map
@@ -215,9 +204,7 @@ type checkedNotes struct {
 
 func (n *checkedNotes) Applied(w *cache.AppliedWait) {
 	v, _ := n.versions.Load(w)
-	applied, err := n.c.AppliedVersion(albumType)
-	assert.NoError(n.t, err)
-	assert.GreaterOrEqual(n.t, applied, v.(uint64))
+	assert.GreaterOrEqual(n.t, n.albums.Version(), v.(uint64))
 	_, again := n.told.LoadOrStore(w, true)
 	assert.False(n.t, again, "a wait was told twice")
 	n.total.Add(1)

@@ -9,10 +9,10 @@
 // the new snapshot in one step, reporting what changed or vanished meanwhile.
 //
 // The watcher also records, per type, the store version up to which the
-// cache has applied the type's changes (MarkApplied, AppliedVersion). Store
+// cache has applied the type's changes (Cache.Applied, Applied.Mark). Store
 // versions are global and only grow, so a controller that wrote a resource
 // at version v reads its own write once the cache has applied v for the
-// resource's type: WaitApplied tells it when.
+// resource's type: Applied.Wait tells it when.
 //
 // # Indexes and queries
 //

@@ -3,8 +3,8 @@ package controller
 // Read-your-own-writes (DESIGN.md). Versions are store-wide and grow with
 // every write, so once a reconcile's writes have returned versions, "the
 // cache has caught up with them" is one comparison per type written: the
-// version up to which the cache has applied the type (cache.MarkApplied,
-// fed by the watches) against the newest version the reconcile wrote of
+// version up to which the cache has applied the type (cache.Applied, fed
+// by the watches) against the newest version the reconcile wrote of
 // it. Until then the key stays in progress in the queue: the worker does
 // not hand it back (Done) but goes on with other keys, and the queue's
 // contract does the rest (no worker takes the key; a change that queues it
@@ -34,9 +34,11 @@ import (
 // Controller.WithReadYourWrites).
 const DefaultReadYourWritesBound = time.Second
 
-// writtenType is the newest version a reconcile wrote of one type.
+// writtenType is the newest version a reconcile wrote of one type, and how
+// far the cache has applied that type.
 type writtenType struct {
 	typ     *pbresource.Type
+	applied *cache.Applied
 	version uint64
 }
 
@@ -51,6 +53,7 @@ type writtenType struct {
 // for it too: a longer wait, never a shorter one.
 type writeRecorder struct {
 	pbresource.ResourceServiceClient
+	cache    *cache.Cache
 	mu       sync.Mutex
 	closed   bool
 	conflict bool
@@ -58,8 +61,8 @@ type writeRecorder struct {
 	inline   [2]writtenType
 }
 
-func (r *writeRecorder) init(client pbresource.ResourceServiceClient) {
-	r.ResourceServiceClient = client
+func (r *writeRecorder) init(client pbresource.ResourceServiceClient, c *cache.Cache) {
+	r.ResourceServiceClient, r.cache = client, c
 	r.closed = true
 }
 
@@ -92,7 +95,8 @@ func (r *writeRecorder) Delete(ctx context.Context, in *pbresource.DeleteRequest
 
 // note records a write's outcome: a conflict, or the version it wrote of
 // typ. A version that is not a number (a server whose versions are not
-// Loom's or Consul's) cannot be waited for.
+// Loom's or Consul's) cannot be waited for, nor can a type the cache does
+// not hold.
 func (r *writeRecorder) note(typ *pbresource.Type, version string, err error) {
 	var v uint64
 	if err == nil {
@@ -118,7 +122,11 @@ func (r *writeRecorder) note(typ *pbresource.Type, version string, err error) {
 			return
 		}
 	}
-	r.types = append(r.types, writtenType{typ: typ, version: v})
+	applied, err := r.cache.Applied(typ)
+	if err != nil {
+		return
+	}
+	r.types = append(r.types, writtenType{typ: typ, applied: applied, version: v})
 }
 
 // close ends the recording and returns what the reconcile wrote, valid
@@ -145,7 +153,6 @@ func (r *writeRecorder) conflicted(err error) bool {
 // ownWrites holds back the keys of one run of a controller until the cache
 // has applied what their last reconcile wrote, or bound has passed.
 type ownWrites struct {
-	cache    *cache.Cache
 	q        *workQueue
 	bound    time.Duration // 0: off
 	timeouts prometheus.Counter
@@ -185,7 +192,7 @@ type hold struct {
 // cache has not applied yet, once it has or the bound has passed. It does
 // not keep written.
 func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, written []writtenType) {
-	if o.bound <= 0 || o.applied(written) {
+	if o.bound <= 0 || applied(written) {
 		o.q.DoneAt(item, end)
 		return
 	}
@@ -198,7 +205,7 @@ func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Req
 	if !o.stopped {
 		for _, t := range written {
 			h.waits = h.waits[:len(h.waits)+1]
-			if waiting, err := o.cache.WaitApplied(&h.waits[len(h.waits)-1], t.typ, t.version, h); err == nil && waiting {
+			if t.applied.Wait(&h.waits[len(h.waits)-1], t.version, h) {
 				h.pending++
 			}
 		}
@@ -239,12 +246,11 @@ func (o *ownWrites) recycle(h *hold) {
 // maxFreeHolds bounds the free list: a burst of holds is not kept for good.
 const maxFreeHolds = 1024
 
-// applied reports whether the cache holds every version in written, or
-// cannot be waited for it (a type it does not hold); the common case of a
-// cache that is quick, checked without a lock.
-func (o *ownWrites) applied(written []writtenType) bool {
+// applied reports whether the cache holds every version in written: the
+// common case of a cache that is quick, checked without a lock.
+func applied(written []writtenType) bool {
 	for _, t := range written {
-		if v, err := o.cache.AppliedVersion(t.typ); err == nil && v < t.version {
+		if t.applied.Version() < t.version {
 			return false
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,18 +39,27 @@ func (c *cannedClient) Delete(context.Context, *pbresource.DeleteRequest, ...grp
 }
 
 // TestWriteRecorder: per type (any GroupVersion) the newest version
-// written; versions that are not numbers and Deletes are not waited for;
-// a conflict is an Aborted write that the reconcile fails with; nothing is
-// noted while the recorder is closed.
+// written; versions that are not numbers, types the cache does not hold
+// and Deletes are not waited for; a conflict is an Aborted write that the
+// reconcile fails with; nothing is noted while the recorder is closed.
 func TestWriteRecorder(t *testing.T) {
 	ctx := context.Background()
 	a1 := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "A"}
 	a2 := &pbresource.Type{Group: "g", GroupVersion: "v2", Kind: "A"}
 	b := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "B"}
 	c := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "C"}
+	notCached := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "D"}
+	cached := cache.New()
+	for _, typ := range []*pbresource.Type{a1, b, c} {
+		require.NoError(t, cached.AddType(typ))
+	}
+	appliedA, err := cached.Applied(a1)
+	require.NoError(t, err)
+	appliedB, err := cached.Applied(b)
+	require.NoError(t, err)
 	canned := &cannedClient{}
 	var r writeRecorder
-	r.init(canned)
+	r.init(canned, cached)
 	write := func(typ *pbresource.Type, version string) {
 		canned.version = version
 		_, err := r.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: &pbresource.ID{Type: typ}}})
@@ -68,10 +78,11 @@ func TestWriteRecorder(t *testing.T) {
 	writeStatus(a2, "8")
 	write(a1, "6")
 	write(c, "x") // not a number
+	write(notCached, "11")
 	canned.version = "10"
-	_, err := r.Delete(ctx, &pbresource.DeleteRequest{Id: &pbresource.ID{Type: c}})
+	_, err = r.Delete(ctx, &pbresource.DeleteRequest{Id: &pbresource.ID{Type: c}})
 	require.NoError(t, err)
-	assert.Equal(t, []writtenType{{typ: a1, version: 8}, {typ: b, version: 9}}, r.close())
+	assert.Equal(t, []writtenType{{typ: a1, applied: appliedA, version: 8}, {typ: b, applied: appliedB, version: 9}}, r.close())
 	write(b, "20") // closed again
 	assert.Len(t, r.types, 2)
 

@@ -101,7 +101,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	}
 	logger.Debug("controller started", "resources", len(ids), "workers", c.concurrency)
 
-	own := &ownWrites{cache: m.cache, q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
+	own := &ownWrites{q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -113,7 +113,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		go func() {
 			defer wg.Done()
 			w := &worker{c: c, q: q, rt: rt, logger: logger, met: met, own: own}
-			w.writes.init(client)
+			w.writes.init(client, m.cache)
 			w.rt.Client = &w.writes
 			w.run(ctx)
 		}()
