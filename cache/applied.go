@@ -23,14 +23,16 @@ type AppliedNotifier interface {
 }
 
 // AppliedWait is one wait for the cache to have applied a type up to a
-// version (see Applied.Wait). Its zero value is ready for use; it may
-// be embedded in a larger struct, to spare an allocation, but must not be
-// copied or reused while it waits.
+// version (see Applied.Wait). Its zero value is ready for use; it may be
+// embedded in a larger struct, to spare an allocation, and used for one
+// wait after another, but must not be copied.
 type AppliedWait struct {
-	version uint64
-	at      int // its index in p.heap plus one; 0 when not waiting
-	p       *Applied
-	notify  AppliedNotifier
+	p      *Applied
+	notify AppliedNotifier
+	// seq tells this wait's entry in p.waits from those of its earlier
+	// waits; waiting says the entry is live. Both are guarded by p.mu.
+	seq     uint64
+	waiting bool
 }
 
 // Cancel stops the wait if it still waits, and reports whether it did. If
@@ -42,24 +44,46 @@ func (w *AppliedWait) Cancel() bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w.at == 0 {
+	if !w.waiting {
 		return false
 	}
-	p.remove(w)
+	w.waiting = false
+	p.stale++
+	p.waiting.Store(int64(p.size - p.stale))
+	p.compact()
 	return true
 }
 
 // Applied is how far the cache has applied one type's changes, and the
-// waits for it to get further, in a heap by version. Get it once with
-// Cache.Applied and keep it: its methods need no look-up.
+// waits for it to get further. Get it once with Cache.Applied and keep it:
+// its methods need no look-up.
+//
+// The waits are kept in a ring, sorted by version: waits mostly come in
+// the order of the versions they wait for (a worker's writes get growing
+// versions), so a new one usually goes at the tail, and those that are
+// over leave from the head, both in constant time, reading only the ring.
+// A cancelled wait leaves its entry behind, stale, until the head reaches
+// it or stale entries are the most (then the ring is compacted).
 type Applied struct {
 	applied atomic.Uint64
-	// waiting is len(heap), for Mark to see without the lock that nobody
-	// waits.
+	// waiting counts the live waits, for Mark to see without the lock
+	// that nobody waits.
 	waiting atomic.Int64
 	mu      sync.Mutex
-	heap    []*AppliedWait
+	waits   []waitEntry // a ring: size entries from head
+	head    int
+	size    int
+	stale   int // entries of cancelled waits
 }
+
+// waitEntry is one wait in the ring: live while w waits with seq.
+type waitEntry struct {
+	version uint64
+	w       *AppliedWait
+	seq     uint64
+}
+
+func (e *waitEntry) live() bool { return e.w.waiting && e.w.seq == e.seq }
 
 // Applied returns the progress of typ (any GroupVersion of it), or an
 // error when the cache does not hold typ.
@@ -102,106 +126,130 @@ func (p *Applied) Mark(v uint64) {
 	}
 	var over [16]*AppliedWait
 	for {
-		n := p.popApplied(over[:])
+		n, more := p.popApplied(over[:])
 		for _, w := range over[:n] {
 			w.notify.Applied(w)
 		}
-		if n < len(over) {
+		if !more {
 			return
 		}
 	}
 }
 
-// popApplied takes up to len(over) waits that are over out of the heap,
-// into over, and returns how many.
-func (p *Applied) popApplied(over []*AppliedWait) int {
+// popApplied takes up to len(over) waits that are over out of the ring,
+// into over, and returns how many, and whether more may be over.
+func (p *Applied) popApplied(over []*AppliedWait) (n int, more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	applied := p.applied.Load()
-	n := 0
-	for n < len(over) && len(p.heap) > 0 && p.heap[0].version <= applied {
-		w := p.heap[0]
-		p.remove(w)
-		over[n] = w
-		n++
+	for p.size > 0 {
+		e := &p.waits[p.head]
+		if e.version > applied {
+			break
+		}
+		if n == len(over) {
+			more = true
+			break
+		}
+		if e.live() {
+			e.w.waiting = false
+			over[n] = e.w
+			n++
+		} else {
+			p.stale--
+		}
+		*e = waitEntry{}
+		p.head = (p.head + 1) % len(p.waits)
+		p.size--
 	}
-	return n
+	p.waiting.Store(int64(p.size - p.stale))
+	return n, more
 }
 
 // Wait makes w wait until the cache has applied the type's changes up to
 // version v or later; notify.Applied(w) is then called, once. It returns
 // false, and starts no wait, when the cache has applied v already. A wait
-// that must end earlier is cancelled with w.Cancel.
+// that must end earlier is cancelled with w.Cancel. w must not be waiting
+// already.
 func (p *Applied) Wait(w *AppliedWait, v uint64, notify AppliedNotifier) bool {
 	if p.applied.Load() >= v {
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w.version, w.p, w.notify = v, p, notify
-	w.at = len(p.heap) + 1
-	p.heap = append(p.heap, w)
-	p.up(len(p.heap) - 1)
-	p.waiting.Store(int64(len(p.heap)))
+	w.p, w.notify = p, notify
+	w.seq++
+	w.waiting = true
+	at := p.insert(waitEntry{version: v, w: w, seq: w.seq})
+	p.waiting.Store(int64(p.size - p.stale))
 	if p.applied.Load() >= v {
-		// Applied meanwhile, by a Mark that may not have seen this
-		// wait (see Mark).
-		p.remove(w)
+		// Applied meanwhile, by a Mark that may not have seen this wait
+		// (see Mark).
+		w.waiting = false
+		p.removeAt(at)
+		p.waiting.Store(int64(p.size - p.stale))
 		return false
 	}
 	return true
 }
 
-// remove takes w, which waits, out of the heap; the caller holds p.mu.
-func (p *Applied) remove(w *AppliedWait) {
-	h := p.heap
-	i, last := w.at-1, len(h)-1
-	if i != last {
-		h[i] = h[last]
-		h[i].at = i + 1
+// insert puts e into the ring in version order, looking from the tail,
+// where it belongs most of the time, and returns its place counted from the
+// head. The caller holds p.mu.
+func (p *Applied) insert(e waitEntry) int {
+	if p.size == len(p.waits) {
+		p.grow()
 	}
-	h[last] = nil
-	p.heap = h[:last]
-	w.at = 0
-	if i != last {
-		p.down(i)
-		p.up(i)
+	n := len(p.waits)
+	i := p.size
+	for i > 0 && p.waits[(p.head+i-1)%n].version > e.version {
+		p.waits[(p.head+i)%n] = p.waits[(p.head+i-1)%n]
+		i--
 	}
-	p.waiting.Store(int64(len(p.heap)))
+	p.waits[(p.head+i)%n] = e
+	p.size++
+	return i
 }
 
-func (p *Applied) up(i int) {
-	h := p.heap
-	for i > 0 {
-		parent := (i - 1) / 2
-		if h[parent].version <= h[i].version {
-			return
-		}
-		p.swap(i, parent)
-		i = parent
+// removeAt takes the entry at place i, counted from the head, out of the
+// ring. The caller holds p.mu.
+func (p *Applied) removeAt(i int) {
+	n := len(p.waits)
+	for ; i < p.size-1; i++ {
+		p.waits[(p.head+i)%n] = p.waits[(p.head+i+1)%n]
 	}
+	p.waits[(p.head+p.size-1)%n] = waitEntry{}
+	p.size--
 }
 
-func (p *Applied) down(i int) {
-	h := p.heap
-	for {
-		small := i
-		if l := 2*i + 1; l < len(h) && h[l].version < h[small].version {
-			small = l
-		}
-		if r := 2*i + 2; r < len(h) && h[r].version < h[small].version {
-			small = r
-		}
-		if small == i {
-			return
-		}
-		p.swap(i, small)
-		i = small
+// grow doubles the ring, keeping its entries in order.
+func (p *Applied) grow() {
+	grown := make([]waitEntry, max(16, 2*len(p.waits)))
+	for i := 0; i < p.size; i++ {
+		grown[i] = p.waits[(p.head+i)%len(p.waits)]
 	}
+	p.waits, p.head = grown, 0
 }
 
-func (p *Applied) swap(i, j int) {
-	h := p.heap
-	h[i], h[j] = h[j], h[i]
-	h[i].at, h[j].at = i+1, j+1
+// compact drops the stale entries once they are most of the ring (and more
+// than a few): cancelled waits whose versions are not reached for long (a
+// watch that does not keep up) would otherwise pile up. The caller holds
+// p.mu.
+func (p *Applied) compact() {
+	if p.stale <= 16 || 2*p.stale <= p.size {
+		return
+	}
+	n := len(p.waits)
+	kept := 0
+	for i := 0; i < p.size; i++ {
+		e := p.waits[(p.head+i)%n]
+		if e.live() {
+			p.waits[(p.head+kept)%n] = e
+			kept++
+		}
+	}
+	for i := kept; i < p.size; i++ {
+		p.waits[(p.head+i)%n] = waitEntry{}
+	}
+	p.size, p.stale = kept, 0
 }

@@ -100,9 +100,9 @@ func sortSame(over []*cache.AppliedWait, a, b *cache.AppliedWait) []*cache.Appli
 	return out
 }
 
-// TestWaitHeap starts and cancels waits at random and checks that each
+// TestWaitRandom starts and cancels waits at random and checks that each
 // ends exactly when its version is applied.
-func TestWaitHeap(t *testing.T) {
+func TestWaitRandom(t *testing.T) {
 	albums := applied(t, newCache(t), albumType)
 	rng := rand.New(rand.NewSource(1))
 	n := &notes{}
@@ -208,4 +208,37 @@ func (n *checkedNotes) Applied(w *cache.AppliedWait) {
 	_, again := n.told.LoadOrStore(w, true)
 	assert.False(n.t, again, "a wait was told twice")
 	n.total.Add(1)
+}
+
+// TestWaitAgain: a wait cancelled and started again, for another version,
+// ends once, at its new version, whatever its old entry; many cancelled
+// waits are dropped without ending.
+func TestWaitAgain(t *testing.T) {
+	albums := applied(t, newCache(t), albumType)
+	n := &notes{}
+	var w cache.AppliedWait
+	require.True(t, albums.Wait(&w, 50, n))
+	require.True(t, w.Cancel())
+	require.True(t, albums.Wait(&w, 20, n))
+	albums.Mark(30)
+	require.Equal(t, []*cache.AppliedWait{&w}, n.over)
+	albums.Mark(60) // the first wait's stale entry
+	require.Len(t, n.over, 1)
+
+	// Out of order, and most of them cancelled.
+	waits := make([]cache.AppliedWait, 100)
+	for i := range waits {
+		require.True(t, albums.Wait(&waits[i], uint64(200-i), n))
+	}
+	for i := range waits[:80] {
+		require.True(t, waits[i].Cancel())
+	}
+	albums.Mark(1000)
+	require.Len(t, n.over, 21)
+	for _, w := range n.over[1:] {
+		require.GreaterOrEqual(t, indexOfWait(waits, w), 80)
+	}
+	// Over, in version order.
+	require.Same(t, &waits[99], n.over[1])
+	require.Same(t, &waits[80], n.over[20])
 }
