@@ -15,6 +15,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -152,6 +153,13 @@ func (r *writeRecorder) conflicted(err error) bool {
 
 // ownWrites holds back the keys of one run of a controller until the cache
 // has applied what their last reconcile wrote, or bound has passed.
+//
+// The watch that ends a hold's waits (hold.Applied) touches only the hold
+// and the queue: it hands the key back and marks the hold released. The
+// list of holds, which the timeouts need, is kept by the workers (which add
+// holds at its end and drop released ones from its start) and by the
+// timer, under mu, so the watch's goroutine and the workers share no lock
+// but the queue's.
 type ownWrites struct {
 	q        *workQueue
 	bound    time.Duration // 0: off
@@ -162,29 +170,39 @@ type ownWrites struct {
 	// first and last end the list of holds, in the order they began; all
 	// have the same bound, so that is about the order of their deadlines
 	// (workers that end reconciles at once may link theirs a little out of
-	// order, which delays a timeout by as much).
+	// order, which delays a timeout by as much). Released holds stay in it
+	// until they reach its start.
 	first, last *hold
-	timer       *time.Timer // armed for the first hold's deadline
+	timer       *time.Timer // armed for the first waiting hold's deadline
 	armed       bool
 	stopped     bool
-	// free keeps holds that ended for new ones: most reconciles write, so
+	// free keeps released holds for new ones: most reconciles write, so
 	// most need one.
 	free []*hold
 }
 
+// The states of a hold. It starts waiting; whoever moves it on hands the
+// key back.
+const (
+	holdWaiting int32 = iota
+	holdReleased
+	holdTimedOut
+	holdStopped
+)
+
 // hold is one key held back until the cache has what its reconcile wrote.
 type hold struct {
-	o        *ownWrites
+	o      *ownWrites
+	inline [2]cache.AppliedWait
+	// pending counts the waits not over, plus one while the hold is being
+	// set up; the one that brings it to zero releases the hold.
+	pending  atomic.Int32
+	state    atomic.Int32
 	item     queue.Item[reconcile.RequestKey, reconcile.Request]
 	end      time.Time // when the reconcile ended, for the queue's metrics
 	deadline time.Time
 	waits    []cache.AppliedWait // in inline, unless more types were written
-	inline   [2]cache.AppliedWait
-	// pending counts the waits not over; linked says the hold is in the
-	// list (not over, timed out nor stopped). Both are guarded by o.mu.
-	pending    int
-	linked     bool
-	prev, next *hold
+	next     *hold               // in the list; guarded by o.mu
 }
 
 // handBack hands item back to the queue after its reconcile, which ended at
@@ -197,54 +215,30 @@ func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Req
 		return
 	}
 	o.mu.Lock()
+	if o.stopped {
+		o.mu.Unlock()
+		o.q.DoneAt(item, end)
+		return
+	}
+	o.dropReleased()
 	h := o.newHold()
 	h.item, h.end, h.deadline = item, end, end.Add(o.bound)
 	if len(written) > len(h.inline) {
 		h.waits = make([]cache.AppliedWait, 0, len(written))
 	}
-	if !o.stopped {
-		for _, t := range written {
-			h.waits = h.waits[:len(h.waits)+1]
-			if t.applied.Wait(&h.waits[len(h.waits)-1], t.version, h) {
-				h.pending++
-			}
+	h.pending.Store(1) // until the waits are set up
+	for _, t := range written {
+		h.waits = h.waits[:len(h.waits)+1]
+		// Counted before it starts: it may end at once.
+		h.pending.Add(1)
+		if !t.applied.Wait(&h.waits[len(h.waits)-1], t.version, h) {
+			h.pending.Add(-1)
 		}
-	}
-	if h.pending == 0 {
-		o.recycle(h)
-		o.mu.Unlock()
-		o.q.DoneAt(item, end)
-		return
 	}
 	o.link(h)
 	o.mu.Unlock()
+	h.Applied(nil) // the set-up is over: release it if its waits are
 }
-
-// newHold returns a hold from the free list, or a new one; the caller
-// holds o.mu.
-func (o *ownWrites) newHold() *hold {
-	var h *hold
-	if n := len(o.free); n > 0 {
-		h, o.free = o.free[n-1], o.free[:n-1]
-	} else {
-		h = &hold{o: o}
-	}
-	h.waits = h.inline[:0]
-	return h
-}
-
-// recycle puts h, which nothing refers to any more (no wait of it is left
-// in the cache, nor is it linked), on the free list; the caller holds
-// o.mu.
-func (o *ownWrites) recycle(h *hold) {
-	if len(o.free) < maxFreeHolds {
-		*h = hold{o: o}
-		o.free = append(o.free, h)
-	}
-}
-
-// maxFreeHolds bounds the free list: a burst of holds is not kept for good.
-const maxFreeHolds = 1024
 
 // applied reports whether the cache holds every version in written: the
 // common case of a cache that is quick, checked without a lock.
@@ -258,35 +252,50 @@ func applied(written []writtenType) bool {
 }
 
 // Applied is told by the cache that one of h's waits is over; the last one
-// hands the key back. (A hold that timed out or was stopped is not linked:
-// a wait of it the cache had ended before it could be cancelled changes
-// nothing.)
+// releases the hold and hands the key back. (A hold that timed out or was
+// stopped first is left alone.)
 func (h *hold) Applied(*cache.AppliedWait) {
-	o := h.o
-	o.mu.Lock()
-	h.pending--
-	if h.pending > 0 || !h.linked {
-		o.mu.Unlock()
+	if h.pending.Add(-1) != 0 {
 		return
 	}
-	o.unlink(h)
+	// Read before the release: once released, a worker may reuse h.
 	item, end := h.item, h.end
-	o.recycle(h) // its last wait is over: the cache no longer refers to it
-	o.mu.Unlock()
-	o.q.DoneAt(item, end)
-}
-
-// cancel stops h's waits.
-func (h *hold) cancel() {
-	for i := range h.waits {
-		h.waits[i].Cancel()
+	if h.state.CompareAndSwap(holdWaiting, holdReleased) {
+		h.o.q.DoneAt(item, end)
 	}
 }
+
+// cancel stops h's waits, and reports whether none of them is being told
+// it is over meanwhile, so that h may be reused.
+func (h *hold) cancel() bool {
+	idle := true
+	for i := range h.waits {
+		if !h.waits[i].Cancel() {
+			idle = false
+		}
+	}
+	return idle
+}
+
+// newHold returns a hold from the free list, or a new one; the caller
+// holds o.mu.
+func (o *ownWrites) newHold() *hold {
+	var h *hold
+	if n := len(o.free); n > 0 {
+		h, o.free = o.free[n-1], o.free[:n-1]
+		h.state.Store(holdWaiting)
+	} else {
+		h = &hold{o: o}
+	}
+	h.waits = h.inline[:0]
+	return h
+}
+
+// maxFreeHolds bounds the free list: a burst of holds is not kept for good.
+const maxFreeHolds = 1024
 
 // link puts h at the end of the list; the caller holds o.mu.
 func (o *ownWrites) link(h *hold) {
-	h.linked = true
-	h.prev = o.last
 	if o.last != nil {
 		o.last.next = h
 	} else {
@@ -296,24 +305,34 @@ func (o *ownWrites) link(h *hold) {
 	o.arm(h.end)
 }
 
-// unlink takes h out of the list; the caller holds o.mu.
-func (o *ownWrites) unlink(h *hold) {
-	if h.prev != nil {
-		h.prev.next = h.next
-	} else {
-		o.first = h.next
+// unlinkFirst takes the first hold out of the list; the caller holds o.mu.
+func (o *ownWrites) unlinkFirst() *hold {
+	h := o.first
+	o.first = h.next
+	if o.first == nil {
+		o.last = nil
 	}
-	if h.next != nil {
-		h.next.prev = h.prev
-	} else {
-		o.last = h.prev
+	h.next = nil
+	return h
+}
+
+// dropReleased takes the released holds at the start of the list out of it
+// and keeps them for reuse: once released, nothing refers to a hold (its
+// waits are over, and the watch that released it has read what it needed).
+// The caller holds o.mu.
+func (o *ownWrites) dropReleased() {
+	for o.first != nil && o.first.state.Load() == holdReleased {
+		h := o.unlinkFirst()
+		if len(o.free) < maxFreeHolds {
+			h.item, h.waits = queue.Item[reconcile.RequestKey, reconcile.Request]{}, nil
+			o.free = append(o.free, h)
+		}
 	}
-	h.prev, h.next, h.linked = nil, nil, false
 }
 
 // arm makes the timer fire at the first hold's deadline, unless it is
-// armed already (for an earlier one: a hold that ended early leaves the
-// timer be, and expire re-arms it). The caller holds o.mu.
+// armed already (for an earlier one: expire re-arms it). The caller holds
+// o.mu.
 func (o *ownWrites) arm(now time.Time) {
 	if o.armed || o.stopped || o.first == nil {
 		return
@@ -333,14 +352,21 @@ func (o *ownWrites) expire() {
 	o.armed = false
 	now := time.Now()
 	var due []*hold
-	for h := o.first; h != nil && !h.deadline.After(now); h = o.first {
-		o.unlink(h)
-		due = append(due, h)
+	for o.first != nil {
+		o.dropReleased()
+		h := o.first
+		if h == nil || h.deadline.After(now) {
+			break
+		}
+		o.unlinkFirst()
+		if h.state.CompareAndSwap(holdWaiting, holdTimedOut) {
+			due = append(due, h)
+		}
 	}
 	o.arm(now)
 	o.mu.Unlock()
 	for _, h := range due {
-		h.cancel()
+		h.cancel() // h is not reused: a wait of it may be ending meanwhile
 		o.timeouts.Inc()
 		o.logger.Debug("the cache has not caught up with what the last reconcile wrote; reconciling again anyway",
 			"request", h.item.Key.String(), "waited", o.bound)
@@ -356,10 +382,12 @@ func (o *ownWrites) stop() {
 		o.timer.Stop()
 	}
 	var held []*hold
-	for h := o.first; h != nil; h = o.first {
-		o.unlink(h)
-		held = append(held, h)
+	for o.first != nil {
+		if h := o.unlinkFirst(); h.state.CompareAndSwap(holdWaiting, holdStopped) {
+			held = append(held, h)
+		}
 	}
+	o.free = nil
 	o.mu.Unlock()
 	for _, h := range held {
 		h.cancel()

@@ -2,10 +2,19 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
+	"github.com/loomrt/loom/controller/queue"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/reconcile"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -107,3 +116,64 @@ type wrapErr struct{ err error }
 
 func (w wrapErr) Error() string { return "wrapped: " + w.err.Error() }
 func (w wrapErr) Unwrap() error { return w.err }
+
+// TestHoldsUnderLoad races holds against the cache catching up and against
+// their bound, from several workers, reusing holds meanwhile: every key is
+// handed back, whether its wait ended or its bound passed (for some, which
+// are counted), and nothing races (run it with -race).
+func TestHoldsUnderLoad(t *testing.T) {
+	typ := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "K"}
+	c := cache.New()
+	require.NoError(t, c.AddType(typ))
+	applied, err := c.Applied(typ)
+	require.NoError(t, err)
+	work := &countingObserver{}
+	q := queue.New[reconcile.RequestKey, reconcile.Request](queue.Options{Metrics: &queue.Metrics{
+		Depth:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "d"}),
+		Adds:         prometheus.NewCounter(prometheus.CounterOpts{Name: "a"}),
+		QueueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "l"}),
+		WorkDuration: work,
+		Retries:      prometheus.NewCounter(prometheus.CounterOpts{Name: "r"}),
+	}})
+	timeouts := prometheus.NewCounter(prometheus.CounterOpts{Name: "t"})
+	o := &ownWrites{q: q, bound: 2 * time.Millisecond, timeouts: timeouts, logger: hclog.NewNullLogger()}
+
+	const workers, perWorker, top = 4, 300, 3000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for v := uint64(1); v <= top; v++ {
+			applied.Mark(v)
+			if v%100 == 0 {
+				time.Sleep(time.Millisecond) // let some bounds pass
+			}
+		}
+	}()
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < perWorker; i++ {
+				key := reconcile.RequestKey{Name: fmt.Sprintf("k-%d-%d", g, i)}
+				q.Add(key, reconcile.Request{})
+				item, ok := q.Get()
+				assert.True(t, ok)
+				written := []writtenType{{typ: typ, applied: applied, version: uint64(1 + (g*perWorker+i)*top/(workers*perWorker))}}
+				o.handBack(item, time.Now(), written)
+			}
+		}(g)
+	}
+	wg.Wait()
+	// Every key comes back once: take it and finish it.
+	require.Eventually(t, func() bool { return work.n.Load() == workers*perWorker }, 10*time.Second, time.Millisecond,
+		"%d of %d keys handed back", work.n.Load(), workers*perWorker)
+	require.True(t, q.Idle())
+	assert.Positive(t, testutil.ToFloat64(timeouts), "some bounds passed")
+	o.stop()
+}
+
+// countingObserver counts observations.
+type countingObserver struct{ n atomic.Int64 }
+
+func (c *countingObserver) Observe(float64) { c.n.Add(1) }
