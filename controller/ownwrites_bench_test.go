@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller/queue"
 	"github.com/loomrt/loom/proto/pbresource"
@@ -34,7 +35,7 @@ func benchHoldCycle(b *testing.B, bound time.Duration) {
 		b.Fatal(err)
 	}
 	q := queue.New[reconcile.RequestKey, reconcile.Request](queue.Options{})
-	o := &ownWrites{q: q, bound: bound, timeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "t"})}
+	o := &ownWrites{q: q, bound: bound, timeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "t"}), logger: hclog.NewNullLogger()}
 	key := reconcile.RequestKey{Partition: "p", Namespace: "n", Name: "k"}
 	written := []writtenType{{typ: typ, applied: applied}}
 	b.ReportAllocs()
@@ -48,4 +49,5 @@ func benchHoldCycle(b *testing.B, bound time.Duration) {
 	if !q.Idle() {
 		b.Fatal("the key is still held")
 	}
+	o.stop()
 }
