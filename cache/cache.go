@@ -156,6 +156,8 @@ type typeCache struct {
 	byID    idMap
 	indexes map[string]*index
 	list    []*index // indexes in definition order, owner first
+	// applied is how far the type's changes are applied (see applied.go).
+	applied Applied
 }
 
 // entry is one stored resource with the index buckets it sits in. Most

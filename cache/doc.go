@@ -8,6 +8,12 @@
 // breaks, the watcher opens a new one and replaces the type's contents with
 // the new snapshot in one step, reporting what changed or vanished meanwhile.
 //
+// The watcher also records, per type, the store version up to which the
+// cache has applied the type's changes (Cache.Applied, Applied.Mark). Store
+// versions are global and only grow, so a controller that wrote a resource
+// at version v reads its own write once the cache has applied v for the
+// resource's type: Applied.Wait tells it when.
+//
 // # Indexes and queries
 //
 // Every type has the built-in "id" index (one resource per tenancy and name)

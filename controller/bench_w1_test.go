@@ -51,11 +51,20 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B, overGRPC bool) *benchEnv {
 	b.Helper()
+	return newBenchEnvWith(b, overGRPC, widgetType)
+}
+
+// newBenchEnvWith is newBenchEnv with the given namespace-scoped types,
+// whose data are wrapperspb.StringValue.
+func newBenchEnvWith(b *testing.B, overGRPC bool, types ...*pbresource.Type) *benchEnv {
+	b.Helper()
 	reg := resource.NewRegistry()
-	resource.MustRegister(reg, resource.Registration[*wrapperspb.StringValue]{
-		Type:  widgetType,
-		Scope: resource.ScopeNamespace,
-	})
+	for _, t := range types {
+		resource.MustRegister(reg, resource.Registration[*wrapperspb.StringValue]{
+			Type:  t,
+			Scope: resource.ScopeNamespace,
+		})
+	}
 	srv := server.New(server.Config{Backend: inmem.New(), Registry: reg})
 	env := &benchEnv{srv: srv, writer: server.NewInProcessClient(srv), stop: func() {}}
 	if !overGRPC {

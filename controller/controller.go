@@ -30,7 +30,10 @@ type Controller struct {
 	maxBackoff  time.Duration
 	logger      hclog.Logger
 	concurrency int
-	problems    []string
+	// ryowBound is WithReadYourWrites's; ryowSet says it was called.
+	ryowBound time.Duration
+	ryowSet   bool
+	problems  []string
 }
 
 type watch struct {
@@ -151,6 +154,30 @@ func (c *Controller) WithConcurrency(n int) *Controller {
 	}
 	c.concurrency = n
 	return c
+}
+
+// WithReadYourWrites sets how long a resource waits, at most, after a
+// reconcile that wrote, before it is reconciled again: the wait lasts until
+// the cache holds every version that reconcile's writes (Write, WriteStatus)
+// returned, for each type written that the cache holds, so that the next
+// reconcile reads what the last one wrote. The default bound is
+// DefaultReadYourWritesBound; 0 turns the wait off. Other resources are
+// reconciled meanwhile. A wait that reaches its bound is counted in
+// loom_controller_read_your_writes_timeouts_total.
+func (c *Controller) WithReadYourWrites(bound time.Duration) *Controller {
+	if bound < 0 {
+		c.problems = append(c.problems, fmt.Sprintf("WithReadYourWrites(%s): need a bound of 0 (off) or more", bound))
+	}
+	c.ryowBound, c.ryowSet = bound, true
+	return c
+}
+
+// readYourWritesBound returns the bound of read-your-own-writes; 0 for off.
+func (c *Controller) readYourWritesBound() time.Duration {
+	if !c.ryowSet {
+		return DefaultReadYourWritesBound
+	}
+	return c.ryowBound
 }
 
 // validate reports every misconfiguration, naming the controller.

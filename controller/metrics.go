@@ -17,6 +17,8 @@ type metrics struct {
 	mapperInvalid   *prometheus.CounterVec
 	watchErrors     *prometheus.CounterVec
 	authErrors      *prometheus.CounterVec
+	conflicts       *prometheus.CounterVec
+	ryowTimeouts    *prometheus.CounterVec
 	queue           *queue.MetricsVec
 }
 
@@ -55,6 +57,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "loom_controller_reconcile_auth_errors_total",
 			Help: "Total number of reconciliations per controller that failed because the server refused a call for want of a token or a right, by gRPC code (Unauthenticated, PermissionDenied; Internal for Consul's \"ACL not found\").",
 		}, []string{"controller", "code"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_conflicts_total",
+			Help: "Total number of reconciliations per controller that failed on a write conflict (Aborted: the resource changed since it was read); each is also counted as an error, and retried.",
+		}, []string{"controller"}),
+		ryowTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_read_your_writes_timeouts_total",
+			Help: "Total number of times per controller a resource was reconciled again before the cache held what its last reconcile wrote, because the wait reached its bound.",
+		}, []string{"controller"}),
 	}
 	qm, err := queue.NewMetricsVec(reg)
 	if err != nil {
@@ -62,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.queue = qm
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid, m.watchErrors, m.authErrors} {
+		for _, c := range []prometheus.Collector{m.reconcileTotal, m.reconcileErrors, m.reconcileTime, m.reconcilePanics, m.mapperErrors, m.mapperInvalid, m.watchErrors, m.authErrors, m.conflicts, m.ryowTimeouts} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -76,6 +86,7 @@ type controllerMetrics struct {
 	success, failure, terminal prometheus.Counter
 	requeue, requeueAfter      prometheus.Counter
 	errors, panics             prometheus.Counter
+	conflicts, ryowTimeouts    prometheus.Counter
 	time                       prometheus.Observer
 	queue                      *queue.Metrics
 	authErrors                 *prometheus.CounterVec // by code
@@ -90,6 +101,8 @@ func (m *metrics) forController(name string) *controllerMetrics {
 		requeueAfter: m.reconcileTotal.WithLabelValues(name, "requeue_after"),
 		errors:       m.reconcileErrors.WithLabelValues(name),
 		panics:       m.reconcilePanics.WithLabelValues(name),
+		conflicts:    m.conflicts.WithLabelValues(name),
+		ryowTimeouts: m.ryowTimeouts.WithLabelValues(name),
 		time:         m.reconcileTime.WithLabelValues(name),
 		queue:        m.queue.For(name),
 		authErrors:   m.authErrors.MustCurryWith(prometheus.Labels{"controller": name}),

@@ -101,6 +101,7 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	}
 	logger.Debug("controller started", "resources", len(ids), "workers", c.concurrency)
 
+	own := &ownWrites{q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -112,13 +113,16 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := worker{c: c, q: q, rt: rt, logger: logger, met: met, refused: refused}
+			w := &worker{c: c, q: q, rt: rt, logger: logger, met: met, refused: refused, own: own}
+			w.writes.init(client, m.cache)
+			w.rt.Client = &w.writes
 			w.run(ctx)
 		}()
 	}
 	<-ctx.Done()
 	q.ShutDownNow()
 	wg.Wait()
+	own.stop()
 	logger.Debug("controller stopped")
 }
 
@@ -159,16 +163,27 @@ type worker struct {
 	// refused logs refusals for want of a token or a right once per
 	// change, not once per retry.
 	refused *refusals
+	own     *ownWrites
+	writes  writeRecorder // rt.Client
 }
 
+// run reconciles keys until the queue shuts down. A key goes back to the
+// queue once the cache holds what its reconcile wrote (see ownWrites);
+// meanwhile the worker goes on with other keys.
 func (w *worker) run(ctx context.Context) {
 	for {
 		item, ok := w.q.Get()
 		if !ok {
 			return
 		}
+		w.writes.open()
 		end := w.reconcile(ctx, item.Key, item.Value, item.Started)
-		w.q.DoneAt(item, end)
+		written := w.writes.close()
+		if ctx.Err() != nil {
+			w.q.DoneAt(item, end) // stopping: nothing will be reconciled again
+			continue
+		}
+		w.own.handBack(item, end, written)
 	}
 }
 
@@ -210,6 +225,10 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 		if _, isPanic := err.(panicError); isPanic {
 			w.met.panics.Inc()
 		}
+		if w.writes.conflicted(err) {
+			w.retryConflict(ctx, key, req, err)
+			return end
+		}
 		if ctx.Err() == nil && !w.refused.failed(key, err) {
 			w.logger.Error("reconcile failed; retrying with backoff", "request", key.String(), "error", err, "retries", w.q.NumRequeues(key))
 		}
@@ -220,6 +239,20 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 	w.refused.succeeded(key)
 	w.q.Forget(key)
 	return end
+}
+
+// retryConflict requeues a reconcile that failed on a write conflict: its
+// cache was behind the store (a write by someone else, most likely, since
+// its own are waited for). It is retried at once the first time since the
+// key's last success, and with the usual backoff after that, so that a
+// cache that does not catch up does not spin the key. A conflict is
+// expected, so it is logged at debug, and counted.
+func (w *worker) retryConflict(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, err error) {
+	w.met.conflicts.Inc()
+	now := w.q.AddRetry(key, req)
+	if ctx.Err() == nil {
+		w.logger.Debug("reconcile hit a write conflict; retrying", "request", key.String(), "error", err, "at_once", now)
+	}
 }
 
 // panicError is a recovered panic, reported as an error.

@@ -133,6 +133,10 @@ func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(
 // at some point of the stream (it got as far as its EndOfSnapshot, or
 // resumed).
 func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resume *resumePoint, sink func(cache.Event), primed, accepted func()) (bool, error) {
+	progress, err := w.Cache.Applied(typ)
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Events are immutable (see the resource package doc): the cache keeps
@@ -210,6 +214,7 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			if applied {
 				sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
 			}
+			markApplied(progress, resume)
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
 			if res.GetId() == nil {
@@ -233,9 +238,11 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			if old != nil {
 				sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
 			}
+			markApplied(progress, resume)
 		case *pbresource.WatchEvent_Bookmark_:
 			current = true
 			resume.advance(e.Bookmark.GetVersion())
+			markApplied(progress, resume)
 		case *pbresource.WatchEvent_EndOfSnapshot_:
 			if !inSnapshot && !resuming {
 				continue
@@ -279,8 +286,19 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			for _, ev := range events {
 				sink(ev)
 			}
+			markApplied(progress, resume)
 			primed()
 		}
+	}
+}
+
+// markApplied tells the cache that it holds the type's changes up to the
+// resume point, for the reconciles that wait to read their own writes
+// (cache.Applied). It comes after the change's sink, so that the keys a
+// change queues are queued before the waits it ends are over.
+func markApplied(progress *cache.Applied, p *resumePoint) {
+	if p.n > 0 {
+		progress.Mark(p.n)
 	}
 }
 

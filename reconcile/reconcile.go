@@ -20,7 +20,10 @@ import (
 
 // Runtime is what a reconciler, initializer or mapper works with.
 type Runtime struct {
-	// Client talks to the ResourceService. Write through it.
+	// Client talks to the ResourceService. Write through it. In a
+	// reconcile, the controller runtime notes the versions its writes
+	// return, and reconciles the same resource again only once the cache
+	// holds them (controller.Controller.WithReadYourWrites).
 	Client pbresource.ResourceServiceClient
 	// Logger is the controller's logger, with the controller's name as the
 	// "controller" field. In a reconcile it also names the request, as the

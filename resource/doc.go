@@ -26,8 +26,9 @@
 //   - what a client call (Read, Write, WriteStatus, List, ListByOwner,
 //     MutateAndValidate) returns is the caller's own: over gRPC it is
 //     decoded afresh, and the in-process client copies it (unless the
-//     caller passed ResponseUnread, promising not to read it: then there
-//     may be no resource in it, and nothing is copied);
+//     caller passed ResponseUnread, promising to read nothing of it but
+//     the version: then nothing is copied, and its resource is the
+//     stored, immutable one);
 //   - what a cache read (Get, List, GetDecoded, ...) hands a reconciler is
 //     its own copy, unless it asks for a read-only view (ListReadOnly,
 //     ListIDsReadOnly, the ReadOnly typed reads, reconcile.DecodedReadOnly).

@@ -97,8 +97,9 @@ func (c *inprocClient) Read(ctx context.Context, in *pbresource.ReadRequest, _ .
 	return &pbresource.ReadResponse{Resource: resource.Clone(out.Resource)}, nil
 }
 
-// Write returns a copy of the written resource, or none with
-// resource.ResponseUnread.
+// Write returns a copy of the written resource, or with
+// resource.ResponseUnread the stored resource itself, uncopied: its caller
+// reads at most its Version, and never changes it.
 func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, opts ...grpc.CallOption) (*pbresource.WriteResponse, error) {
 	out, err := c.s.Write(c.serverContext(ctx), in)
 	if err != nil {
@@ -106,25 +107,22 @@ func (c *inprocClient) Write(ctx context.Context, in *pbresource.WriteRequest, o
 	}
 	// out is the call's own (the server keeps no response), but its
 	// resource is the stored one.
-	if resource.IsResponseUnread(opts) {
-		out.Resource = nil
-	} else {
+	if !resource.IsResponseUnread(opts) {
 		out.Resource = resource.Clone(out.Resource)
 	}
 	return out, nil
 }
 
-// WriteStatus returns a copy of the written resource, or none with
-// resource.ResponseUnread.
+// WriteStatus returns a copy of the written resource, or with
+// resource.ResponseUnread the stored resource itself, uncopied: its caller
+// reads at most its Version, and never changes it.
 func (c *inprocClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, opts ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
 	out, err := c.s.WriteStatus(c.serverContext(ctx), in)
 	if err != nil {
 		return nil, err
 	}
 	// As in Write: out is the call's own, its resource the stored one.
-	if resource.IsResponseUnread(opts) {
-		out.Resource = nil
-	} else {
+	if !resource.IsResponseUnread(opts) {
 		out.Resource = resource.Clone(out.Resource)
 	}
 	return out, nil

@@ -11,8 +11,9 @@ import (
 )
 
 // TestResponseUnread checks that resource.ResponseUnread only spares the
-// response: the in-process client returns none, a gRPC client the resource
-// anyway, and what is stored is the same either way.
+// copy of the response: the in-process client returns the stored resource
+// (whose version the caller may read), a gRPC client the resource anyway,
+// and what is stored is the same either way.
 func TestResponseUnread(t *testing.T) {
 	env := newEnv(t)
 	ctx := testCtx(t)
@@ -32,8 +33,10 @@ func TestResponseUnread(t *testing.T) {
 			require.True(t, resource.EqualStatus(simpleStatus(stored.Generation), after.Status["k"]))
 
 			if name == "in-process" {
-				require.Nil(t, wrsp.GetResource())
-				require.Nil(t, srsp.GetResource())
+				// The stored resource, uncopied: its version is what a
+				// caller that waits for its writes to reach a cache reads.
+				require.Equal(t, stored.Version, wrsp.GetResource().GetVersion())
+				require.Equal(t, after.Version, srsp.GetResource().GetVersion())
 				return
 			}
 			require.True(t, proto.Equal(stored, wrsp.GetResource()))

@@ -33,6 +33,13 @@ func (b *backoffs[K]) none() bool { return b.n.Load() == 0 }
 
 // next records a failure of key and returns how long it must wait.
 func (b *backoffs[K]) next(key K) time.Duration {
+	kb := b.count(key)
+	return kb.b.NextBackOff()
+}
+
+// count records a failure of key without taking a wait from its backoff:
+// the next failure waits the backoff's first delay.
+func (b *backoffs[K]) count(key K) *keyBackoff {
 	kb, ok := b.keys[key]
 	if !ok {
 		eb := retry.NewBackOff(b.base, b.max)
@@ -41,7 +48,7 @@ func (b *backoffs[K]) next(key K) time.Duration {
 		b.n.Store(int64(len(b.keys)))
 	}
 	kb.failures++
-	return kb.b.NextBackOff()
+	return kb
 }
 
 func (b *backoffs[K]) forget(key K) {

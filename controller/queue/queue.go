@@ -297,6 +297,12 @@ func (q *Queue[K, V]) AddAfter(key K, v V, d time.Duration) {
 // intervening Forget doubles the delay, from BaseDelay up to MaxDelay.
 func (q *Queue[K, V]) AddRateLimited(key K, v V) {
 	q.mu.Lock()
+	q.addRateLimited(key, v)
+	q.mu.Unlock()
+}
+
+// addRateLimited is AddRateLimited with the queue's mutex held.
+func (q *Queue[K, V]) addRateLimited(key K, v V) {
 	d := q.backoffs.next(key)
 	if q.metrics != nil {
 		q.metrics.Retries.Inc()
@@ -304,7 +310,25 @@ func (q *Queue[K, V]) AddRateLimited(key K, v V) {
 	if !q.shuttingDown {
 		q.delayed.add(q.lookup(key), v, d)
 	}
-	q.mu.Unlock()
+}
+
+// AddRetry queues key after a failure that is worth retrying at once: at
+// once if it is the key's first failure since it was last forgotten,
+// otherwise after its backoff, as AddRateLimited. Either way the failure
+// is counted, so a key that keeps failing backs off as usual (from
+// BaseDelay). It reports whether the key was queued at once.
+func (q *Queue[K, V]) AddRetry(key K, v V) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.backoffs.failures(key) > 0 {
+		q.addRateLimited(key, v)
+		return false
+	}
+	q.backoffs.count(key)
+	if !q.shuttingDown {
+		q.markDirty(q.lookup(key), v, time.Time{})
+	}
+	return true
 }
 
 // Forget clears key's failure count, so its next AddRateLimited waits only

@@ -287,3 +287,46 @@ func TestForget(t *testing.T) {
 type observations struct{ values []float64 }
 
 func (o *observations) Observe(v float64) { o.values = append(o.values, v) }
+
+// TestAddRetry: the first failure since the last Forget is queued at once
+// (and, while the key is in progress, after Done), the next ones back off
+// from BaseDelay; only the delayed ones count as retries.
+func TestAddRetry(t *testing.T) {
+	retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "r"})
+	m := &Metrics{
+		Depth:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "d"}),
+		Adds:         prometheus.NewCounter(prometheus.CounterOpts{Name: "a"}),
+		QueueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "l"}),
+		WorkDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "w"}),
+		Retries:      retries,
+	}
+	q := New[string, int](Options{Metrics: m, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second})
+	q.Add("k", 0)
+	item, _ := q.Get()
+	require.True(t, q.AddRetry("k", 1), "the first failure goes at once")
+	require.Equal(t, 0, q.Len(), "not while in progress")
+	q.Done(item)
+	require.Equal(t, 1, q.Len())
+	assert.Equal(t, 1, q.NumRequeues("k"))
+	assert.Zero(t, testutil.ToFloat64(retries))
+
+	item, _ = q.Get()
+	assert.Equal(t, 1, item.Value)
+	start := time.Now()
+	require.False(t, q.AddRetry("k", 2), "the second one backs off")
+	q.Done(item)
+	assert.Equal(t, 0, q.Len())
+	item, _ = q.Get()
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "the backoff's first delay")
+	assert.Equal(t, 2, item.Value)
+	assert.Equal(t, 2, q.NumRequeues("k"))
+	assert.Equal(t, 1.0, testutil.ToFloat64(retries))
+
+	// A success in between: at once again.
+	q.Forget("k")
+	require.True(t, q.AddRetry("k", 3))
+	q.Done(item)
+	item, _ = q.Get()
+	assert.Equal(t, 3, item.Value)
+	q.Done(item)
+}
