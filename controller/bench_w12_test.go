@@ -120,32 +120,39 @@ func (r *orderReconciler) Reconcile(ctx context.Context, rt reconcile.Runtime, r
 }
 
 func (r *orderReconciler) reconcile(ctx context.Context, rt reconcile.Runtime, req reconcile.Request, order *resource.Decoded[*wrapperspb.StringValue]) error {
-	res, err := finalizer.EnsureHasFinalizer(ctx, rt, order.Resource, orderFinalizer)
+	wrote, err := orderFlow(ctx, rt, order.Resource)
 	if err != nil {
 		return err
 	}
-	wrote := res != order.Resource
-	shipments, err := rt.Cache.ListIDsReadOnly(shipmentType, cache.OwnerIndex, cache.OwnerKey(res.Id))
-	if err != nil {
-		return err
-	}
-	if len(shipments) == 0 {
-		if err := writeShipment(ctx, rt.Client, res); err != nil {
-			return err
-		}
-		wrote = true
-	}
-	wroteStatus, err := rt.WriteStatus(ctx, res, orderStatusKey, orderStatus(res.Generation))
-	if err != nil {
-		return err
-	}
-	if !wrote && !wroteStatus {
+	if !wrote {
 		if i, ok := indexOf(req.ID.Name, len(r.current)); ok && !r.current[i].Swap(true) {
 			r.settled.Add(1)
 			r.settledOne <- i
 		}
 	}
 	return nil
+}
+
+// orderFlow is the guide's flow on one Order: its finalizer, its owned
+// Shipment, its status. It reports whether it wrote anything.
+func orderFlow(ctx context.Context, rt reconcile.Runtime, order *pbresource.Resource) (bool, error) {
+	res, err := finalizer.EnsureHasFinalizer(ctx, rt, order, orderFinalizer)
+	if err != nil {
+		return false, err
+	}
+	wrote := res != order
+	shipments, err := rt.Cache.ListIDsReadOnly(shipmentType, cache.OwnerIndex, cache.OwnerKey(res.Id))
+	if err != nil {
+		return false, err
+	}
+	if len(shipments) == 0 {
+		if err := writeShipment(ctx, rt.Client, res); err != nil {
+			return false, err
+		}
+		wrote = true
+	}
+	wroteStatus, err := rt.WriteStatus(ctx, res, orderStatusKey, orderStatus(res.Generation))
+	return wrote || wroteStatus, err
 }
 
 // writeShipment creates the Shipment of order, owned by it, under the

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/dependency"
 	"github.com/loomrt/loom/finalizer"
@@ -132,26 +131,11 @@ func (g *guideFlow) reconcile(ctx context.Context, rt reconcile.Runtime, _ recon
 			return err
 		}
 	}
-	res, err := finalizer.EnsureHasFinalizer(ctx, rt, order.Resource, orderFinalizer)
+	wrote, err := orderFlow(ctx, rt, order.Resource)
 	if err != nil {
 		return err
 	}
-	wrote := res != order.Resource
-	shipments, err := rt.Cache.ListIDsReadOnly(shipmentType, cache.OwnerIndex, cache.OwnerKey(res.Id))
-	if err != nil {
-		return err
-	}
-	if len(shipments) == 0 {
-		if err := writeShipment(ctx, rt.Client, res); err != nil {
-			return err
-		}
-		wrote = true
-	}
-	wroteStatus, err := rt.WriteStatus(ctx, res, orderStatusKey, orderStatus(res.Generation))
-	if err != nil {
-		return err
-	}
-	if !wrote && !wroteStatus {
+	if !wrote {
 		g.once.Do(func() { close(g.settled) })
 	}
 	return nil
