@@ -1,7 +1,6 @@
 package host
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -153,14 +152,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	for _, add := range o.flags {
 		add(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return f, err
-		}
-		return f, UsageError{Err: err}
-	}
-	if fs.NArg() > 0 {
-		return f, usagef("unexpected argument %q", fs.Arg(0))
+	if err := daemon.Parse(fs, args); err != nil {
+		return f, err
 	}
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return f, usagef("unknown -log-level %q (want trace, debug, info, warn or error)", f.logLevel)

@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -101,14 +100,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	for _, add := range o.flags {
 		add(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return f, err
-		}
-		return f, UsageError{Err: err}
-	}
-	if fs.NArg() > 0 {
-		return f, usagef("unexpected argument %q", fs.Arg(0))
+	if err := daemon.Parse(fs, args); err != nil {
+		return f, err
 	}
 	return f, f.check(o.name)
 }

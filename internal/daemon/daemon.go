@@ -115,3 +115,18 @@ func (h *HTTPServer) Stop(timeout time.Duration, logger hclog.Logger) {
 		logger.Error("HTTP server", "error", err)
 	}
 }
+
+// Parse parses args with fs, which takes no arguments but flags: -h is
+// flag.ErrHelp, any other mistake a UsageError.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return UsageError{Err: err}
+	}
+	if fs.NArg() > 0 {
+		return Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
