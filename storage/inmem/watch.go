@@ -157,6 +157,11 @@ type watch struct {
 	lastRev     uint64    // every matching change up to it was delivered
 	idleSince   time.Time // when Next last found nothing to deliver
 	err         error     // why the watch ended, nil while it runs
+	// timer is the bookmark timer a waiting Next reuses, so that waiting
+	// allocates nothing; busy while one Next waits on it (a concurrent Next
+	// with another context makes its own).
+	timer     *time.Timer
+	timerBusy bool
 }
 
 var _ storage.Watch = (*watch)(nil)
@@ -241,12 +246,12 @@ func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
 				w.idleSince = now
 				return bookmarkEvent(w.lastRev), nil
 			}
-			timer = time.NewTimer(w.idleSince.Add(w.interval).Sub(now))
+			timer = w.takeTimer(w.idleSince.Add(w.interval).Sub(now))
 			timeout = timer.C
 		}
 		wake := w.feed.wait()
 		if l.next.Load() > pos {
-			stopTimer(timer)
+			w.putTimer(timer)
 			continue
 		}
 		// Wait without mu, so that Close and a concurrent Next with
@@ -257,12 +262,40 @@ func (w *watch) Next(ctx context.Context) (*pbresource.WatchEvent, error) {
 		case <-timeout:
 		case <-w.done:
 		case <-ctx.Done():
-			stopTimer(timer)
 			w.mu.Lock()
+			w.putTimer(timer)
 			return nil, ctx.Err()
 		}
-		stopTimer(timer)
 		w.mu.Lock()
+		w.putTimer(timer)
+	}
+}
+
+// takeTimer returns a timer that fires after d: the watch's own, unless
+// another Next waits on it. The caller holds mu.
+func (w *watch) takeTimer(d time.Duration) *time.Timer {
+	if w.timerBusy {
+		return time.NewTimer(d)
+	}
+	w.timerBusy = true
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		// Since Go 1.23 a Reset timer delivers no value from before it.
+		w.timer.Reset(d)
+	}
+	return w.timer
+}
+
+// putTimer stops t, taken with takeTimer (nil: none), and gives the
+// watch's own back. The caller holds mu.
+func (w *watch) putTimer(t *time.Timer) {
+	if t == nil {
+		return
+	}
+	t.Stop()
+	if t == w.timer {
+		w.timerBusy = false
 	}
 }
 
@@ -276,12 +309,6 @@ func (w *watch) keepingUp() bool {
 	w.b.dropped.Add(1)
 	w.end(storage.ErrWatchTooSlow)
 	return false
-}
-
-func stopTimer(t *time.Timer) {
-	if t != nil {
-		t.Stop()
-	}
 }
 
 // skipGap is called when the log no longer holds the entry at pos: it
