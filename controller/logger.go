@@ -98,7 +98,7 @@ func (l *requestLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Wri
 
 // runtimeFor returns the Runtime of one reconcile of req: the worker's,
 // with a logger that names the request. Its client is the worker's
-// writeRecorder, which the caller opens.
+// writeRecorder.
 func (w *worker) runtimeFor(req reconcile.Request) reconcile.Runtime {
 	rt := w.rt
 	rt.Logger = newRequestLogger(w.logger, req)

@@ -47,32 +47,29 @@ type writtenType struct {
 // client, noting per type the newest version a Write or WriteStatus
 // returned, and whether a write was refused as a conflict (Aborted). A
 // Delete returns no version, so it is not waited for. Each worker has one,
-// opened when a reconcile starts and closed when it returns (no allocation
-// per reconcile); between reconciles it only passes calls on. So a write
-// that a goroutine left behind by a reconcile makes later is waited for
-// only if it comes during the worker's next reconcile, which then waits
-// for it too: a longer wait, never a shorter one.
+// and takes what it recorded when a reconcile returns (no allocation per
+// reconcile). A write that a goroutine left behind by a reconcile makes
+// later is recorded with the worker's next reconcile, which then waits for
+// it too: a longer wait, never a shorter one.
 type writeRecorder struct {
 	pbresource.ResourceServiceClient
-	cache    *cache.Cache
+	cache *cache.Cache
+
 	mu       sync.Mutex
-	closed   bool
 	conflict bool
 	types    []writtenType // in inline, unless more types were written
 	inline   [2]writtenType
+	// lastType and lastApplied spare the cache's look-up for the type
+	// written last, which is most often the one written next.
+	lastType    *pbresource.Type
+	lastApplied *cache.Applied
+
+	// taken is what take returned last; only the worker touches it.
+	taken []writtenType
 }
 
 func (r *writeRecorder) init(client pbresource.ResourceServiceClient, c *cache.Cache) {
 	r.ResourceServiceClient, r.cache = client, c
-	r.closed = true
-}
-
-// open starts recording a reconcile.
-func (r *writeRecorder) open() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed, r.conflict = false, false
-	clear(r.inline[:])
 	r.types = r.inline[:0]
 }
 
@@ -110,9 +107,6 @@ func (r *writeRecorder) note(typ *pbresource.Type, version string, err error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
 	if err != nil {
 		r.conflict = true
 		return
@@ -123,24 +117,38 @@ func (r *writeRecorder) note(typ *pbresource.Type, version string, err error) {
 			return
 		}
 	}
-	applied, err := r.cache.Applied(typ)
-	if err != nil {
-		return
+	if applied := r.appliedOf(typ); applied != nil {
+		r.types = append(r.types, writtenType{typ: typ, applied: applied, version: v})
 	}
-	r.types = append(r.types, writtenType{typ: typ, applied: applied, version: v})
 }
 
-// close ends the recording and returns what the reconcile wrote, valid
-// until the recorder is opened again.
-func (r *writeRecorder) close() []writtenType {
+// appliedOf returns how far the cache has applied typ, or nil if it does
+// not hold typ. The caller holds mu.
+func (r *writeRecorder) appliedOf(typ *pbresource.Type) *cache.Applied {
+	if r.lastApplied != nil && resource.EqualUnversionedType(r.lastType, typ) {
+		return r.lastApplied
+	}
+	applied, err := r.cache.Applied(typ)
+	if err != nil {
+		return nil
+	}
+	r.lastType, r.lastApplied = typ, applied
+	return applied
+}
+
+// take returns what was written since the last take, valid until the next
+// one, and starts recording afresh.
+func (r *writeRecorder) take() []writtenType {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.closed = true
-	return r.types
+	r.taken = append(r.taken[:0], r.types...)
+	clear(r.types)
+	r.types, r.conflict = r.inline[:0], false
+	return r.taken
 }
 
 // conflicted reports whether err, a reconcile's error, is a write conflict:
-// a write in the reconcile was refused with Aborted (a compare-and-swap on
+// a write since the last take was refused with Aborted (a compare-and-swap on
 // a version the store had moved past), and the reconcile failed with it.
 func (r *writeRecorder) conflicted(err error) bool {
 	if status.Code(err) != codes.Aborted {

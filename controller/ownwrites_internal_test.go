@@ -50,7 +50,8 @@ func (c *cannedClient) Delete(context.Context, *pbresource.DeleteRequest, ...grp
 // TestWriteRecorder: per type (any GroupVersion) the newest version
 // written; versions that are not numbers, types the cache does not hold
 // and Deletes are not waited for; a conflict is an Aborted write that the
-// reconcile fails with; nothing is noted while the recorder is closed.
+// reconcile fails with; what was written since the last take goes with
+// the next one.
 func TestWriteRecorder(t *testing.T) {
 	ctx := context.Background()
 	a1 := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "A"}
@@ -80,8 +81,6 @@ func TestWriteRecorder(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	write(a1, "5") // closed: not noted
-	r.open()
 	write(a1, "7")
 	writeStatus(b, "9")
 	writeStatus(a2, "8")
@@ -91,24 +90,22 @@ func TestWriteRecorder(t *testing.T) {
 	canned.version = "10"
 	_, err = r.Delete(ctx, &pbresource.DeleteRequest{Id: &pbresource.ID{Type: c}})
 	require.NoError(t, err)
-	assert.Equal(t, []writtenType{{typ: a1, applied: appliedA, version: 8}, {typ: b, applied: appliedB, version: 9}}, r.close())
-	write(b, "20") // closed again
-	assert.Len(t, r.types, 2)
+	assert.Equal(t, []writtenType{{typ: a1, applied: appliedA, version: 8}, {typ: b, applied: appliedB, version: 9}}, r.take())
+	assert.Empty(t, r.take(), "taken: recording starts afresh")
+	write(b, "20") // a straggler's write goes with the next take
+	assert.Equal(t, []writtenType{{typ: b, applied: appliedB, version: 20}}, r.take())
 
 	aborted := status.Error(codes.Aborted, "version mismatch")
-	r.open()
-	assert.Empty(t, r.types)
 	assert.False(t, r.conflicted(aborted), "no write was refused")
 	canned.err = status.Error(codes.InvalidArgument, "bad")
 	_, _ = r.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: &pbresource.ID{Type: a1}}})
 	assert.False(t, r.conflicted(aborted), "refused, but not as a conflict")
 	canned.err = aborted
 	_, _ = r.Delete(ctx, &pbresource.DeleteRequest{Id: &pbresource.ID{Type: a1}})
-	r.close()
 	assert.True(t, r.conflicted(aborted))
 	assert.True(t, r.conflicted(wrapErr{aborted}), "wrapped")
 	assert.False(t, r.conflicted(status.Error(codes.Unavailable, "down")), "the reconcile failed for another reason")
-	r.open()
+	assert.Empty(t, r.take(), "a refused write writes no version")
 	assert.False(t, r.conflicted(aborted), "a new reconcile starts without")
 }
 

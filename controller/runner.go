@@ -176,9 +176,8 @@ func (w *worker) run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		w.writes.open()
 		end := w.reconcile(ctx, item.Key, item.Value, item.Started)
-		written := w.writes.close()
+		written := w.writes.take()
 		if ctx.Err() != nil {
 			w.q.DoneAt(item, end) // stopping: nothing will be reconciled again
 			continue
