@@ -3,6 +3,7 @@ package acl
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"slices"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -52,6 +53,13 @@ var _ resource.Authorizer = (*Authorizer)(nil)
 
 // Name is the token's name, for logs and audit lines (never its secret).
 func (a *Authorizer) Name() string { return a.t.name }
+
+// Equal reports whether other is an *Authorizer with the same rules, in
+// the same order: one that allows exactly what a does, whatever its name.
+func (a *Authorizer) Equal(other resource.Authorizer) bool {
+	o, ok := other.(*Authorizer)
+	return ok && slices.Equal(a.t.rules, o.t.rules)
+}
 
 // Allowed implements resource.Authorizer. For AccessList, id names the type
 // and the tenancy listed, where "*" stands for every partition or

@@ -30,8 +30,9 @@ type Source struct {
 
 	policy atomic.Pointer[Policy]
 
-	mu  sync.Mutex // serialises reloads; guards sum
-	sum [sha256.Size]byte
+	mu       sync.Mutex // serialises reloads; guards sum and onReload
+	sum      [sha256.Size]byte
+	onReload func()
 }
 
 // NewSource loads the ACL file at path. It fails when the file cannot be
@@ -71,7 +72,21 @@ func (s *Source) Reload() (bool, error) {
 	}
 	s.policy.Store(p)
 	s.sum = sum
+	if s.onReload != nil {
+		s.onReload()
+	}
 	return true, nil
+}
+
+// OnReload sets fn to be called after each reload that puts new rules in
+// force (not after one that fails or finds the file unchanged), before
+// Reload returns: e.g. server.Server.ReauthorizeWatches, which ends the
+// open watches the new rules no longer allow. Reloads wait for it, so fn
+// must not call Reload.
+func (s *Source) OnReload(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReload = fn
 }
 
 // Run reloads the file whenever the process gets SIGHUP and when its

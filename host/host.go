@@ -232,6 +232,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		svcCfg.ACLResolver = server.TrustInProcess(acls.Resolve)
 	}
 	svc := server.New(svcCfg)
+	if acls != nil {
+		// A reload ends the watches whose tokens it revoked or narrowed.
+		acls.OnReload(svc.ReauthorizeWatches)
+	}
 
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -50,11 +50,18 @@ type AuthorizerFunc func(access Access, id *pbresource.ID) bool
 func (f AuthorizerFunc) Allowed(access Access, id *pbresource.ID) bool { return f(access, id) }
 
 // AllowAll is an Authorizer that allows everything: the default when a host
-// configures no ACL resolver.
-var AllowAll Authorizer = AuthorizerFunc(func(Access, *pbresource.ID) bool { return true })
+// configures no ACL resolver. It is comparable (AllowAll == AllowAll), so
+// whoever compares Authorizers can tell it has not changed.
+var AllowAll Authorizer = fixedAuthorizer(true)
 
-// DenyAll is an Authorizer that allows nothing.
-var DenyAll Authorizer = AuthorizerFunc(func(Access, *pbresource.ID) bool { return false })
+// DenyAll is an Authorizer that allows nothing. It is comparable, like
+// AllowAll.
+var DenyAll Authorizer = fixedAuthorizer(false)
+
+// fixedAuthorizer allows everything or nothing.
+type fixedAuthorizer bool
+
+func (f fixedAuthorizer) Allowed(Access, *pbresource.ID) bool { return bool(f) }
 
 // ErrPermissionDenied is returned (possibly wrapped) by ACL hooks to refuse
 // a request; the server answers PermissionDenied.

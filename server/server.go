@@ -201,6 +201,8 @@ type Server struct {
 	bookmark time.Duration  // see Config.WatchBookmarkInterval
 	limits   limits         // see limits.go
 
+	watchACLs watchACLs // see watch_acl.go
+
 	// shuttingDown ends when Shutdown is called; every WatchList's
 	// context ends with it.
 	shuttingDown context.Context

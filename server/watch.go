@@ -19,7 +19,8 @@ import (
 // about resources the caller may not read are skipped. A stream that cannot
 // keep up ends with Aborted; the caller should watch again and treat the new
 // snapshot as the truth. Sending never blocks writers. After Shutdown, the
-// stream ends with ErrShuttingDown.
+// stream ends with ErrShuttingDown. When the ACLs change,
+// ReauthorizeWatches ends the streams they no longer allow.
 //
 // With since_version, the stream resumes after that version: only the
 // changes after it when the backend still has them (a
@@ -35,10 +36,12 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	if s.shuttingDown.Err() != nil {
 		return s.fail("WatchList", nil, ErrShuttingDown)
 	}
-	// ctx ends with the stream or at Shutdown.
-	ctx, cancel := context.WithCancel(streamCtx)
-	defer cancel()
-	defer context.AfterFunc(s.shuttingDown, cancel)()
+	// ctx ends with the stream, at Shutdown, or when ReauthorizeWatches
+	// ends the stream (its cause).
+	ctx, cancel := context.WithCancelCause(streamCtx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.shuttingDown, func() { cancel(nil) })()
+	epoch := s.watchACLs.epoch.Load()
 	authz, err := s.authorizer(ctx)
 	if err != nil {
 		return s.fail("WatchList", nil, err)
@@ -54,6 +57,7 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	if err := aclError(reg.AuthorizeList(authz, tenancy)); err != nil {
 		return s.fail("WatchList", nil, err)
 	}
+	defer s.addWatch(&aclWatch{ctx: streamCtx, authz: authz, reg: reg, tenancy: tenancy, end: cancel}, epoch)()
 	if v := req.SinceVersion; v != "" {
 		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
 			return s.fail("WatchList", nil, invalidField("since_version", "%q is not a version (a decimal number)", resource.Truncate(v)))
@@ -149,6 +153,9 @@ func (src *watchSource) ended(ctx context.Context, err error) error {
 		// ctx was ended by the stream's own sender (see sendBatches),
 		// which returns an error of its own.
 		return err
+	}
+	if cause := context.Cause(src.ctx); cause != context.Canceled {
+		return src.s.fail("WatchList", nil, cause) // from ReauthorizeWatches
 	}
 	return src.s.fail("WatchList", nil, ErrShuttingDown)
 }
