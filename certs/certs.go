@@ -9,7 +9,10 @@
 // files again when CheckInterval has passed since they were last read
 // (CheckEvery changes it); a changed set of files is loaded whole, and one
 // that fails to load (half written, say) leaves the previous one in force
-// and is reported through the OnReloadError callback.
+// and is reported through the OnReloadError callback. A certificate that
+// is expired, or not valid yet, fails to load like a malformed one: a
+// config is not made with it, and a reload keeps the previous one (and
+// takes it once it is valid, if it was early).
 package certs
 
 import (
@@ -176,6 +179,15 @@ func load(f Files) (*material, error) {
 		if err != nil {
 			return nil, fmt.Errorf("TLS: certificate %s with key %s: %w", f.Cert, f.Key, err)
 		}
+		leaf := cert.Leaf // nil only with GODEBUG x509keypairleaf=0
+		if leaf == nil {
+			if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+				return nil, fmt.Errorf("TLS: certificate %s: %w", f.Cert, err)
+			}
+		}
+		if err := checkValidity(f.Cert, leaf, time.Now()); err != nil {
+			return nil, err
+		}
 		m.cert = &cert
 		h.Write(certPEM)
 		h.Write(keyPEM)
@@ -194,4 +206,22 @@ func load(f Files) (*material, error) {
 	}
 	h.Sum(m.sum[:0])
 	return m, nil
+}
+
+// checkValidity refuses a certificate, read from file, that is not valid
+// at now: whoever checks it would refuse every handshake. (Only the leaf
+// is checked, not the chain nor the CA files.)
+func checkValidity(file string, c *x509.Certificate, now time.Time) error {
+	var what string
+	switch {
+	case now.Before(c.NotBefore):
+		what = "is not valid yet"
+	case now.After(c.NotAfter):
+		what = "has expired"
+	default:
+		return nil
+	}
+	const layout = time.RFC3339
+	return fmt.Errorf("TLS: certificate %s %s: valid from %s until %s, and it is %s: renew it, or check this machine's clock",
+		file, what, c.NotBefore.UTC().Format(layout), c.NotAfter.UTC().Format(layout), now.UTC().Format(layout))
 }

@@ -21,8 +21,9 @@
 // -max-streams-per-conn, -max-recv-msg-bytes, and keepalive:
 // -keepalive-min-time, -keepalive-time, -max-conn-idle). With ACLs on,
 // every refused request has an info log line naming the token (never its
-// secret). A certificate or ACL file that cannot be loaded stops it at
-// start.
+// secret). A certificate or ACL file that cannot be loaded, or a
+// certificate out of its validity window, stops it at start; ACLs without
+// TLS on a non-loopback address get a warning.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // Controllers can run in processes of their own instead: package remote is
@@ -279,6 +280,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		}
 		return err
 	}
+	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
 
 	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr})
 	if err != nil {

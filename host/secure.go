@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -43,4 +44,18 @@ func aclSource(f config, logger hclog.Logger) (*acl.Source, error) {
 	}
 	logger.Info("ACLs on", "file", f.aclFile, "tokens", src.Policy().Len())
 	return src, nil
+}
+
+// warnPlaintextTokens warns, once, when ACLs are on without TLS on an
+// address other machines can reach (which includes 0.0.0.0 and ::): the
+// callers' tokens then cross the network in the clear.
+func warnPlaintextTokens(f config, addr net.Addr, logger hclog.Logger) {
+	if f.aclFile == "" || f.tlsCert != "" {
+		return
+	}
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		return
+	}
+	logger.Warn("ACL tokens travel in plaintext: -acl-file without TLS on a non-loopback address; turn TLS on (-tls-cert, -tls-key) or listen on loopback",
+		"addr", addr.String())
 }

@@ -53,8 +53,15 @@ func NewAuthority(t testing.TB, name string) *Authority {
 }
 
 // Leaf returns the PEM certificate and key of a leaf named name, for
-// "localhost" and 127.0.0.1, usable by servers and clients.
+// "localhost" and 127.0.0.1, usable by servers and clients, valid for an
+// hour either side of now.
 func (a *Authority) Leaf(t testing.TB, name string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return a.LeafValid(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// LeafValid is Leaf valid from notBefore to notAfter.
+func (a *Authority) LeafValid(t testing.TB, name string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -63,7 +70,7 @@ func (a *Authority) Leaf(t testing.TB, name string) (certPEM, keyPEM []byte) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: notBefore, NotAfter: notAfter,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 	}
