@@ -63,13 +63,13 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 			return s.fail("WatchList", nil, invalidField("since_version", "%q is not a version (a decimal number)", resource.Truncate(v)))
 		}
 	}
+	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, authz: authz, reg: reg}
 	w, resumed, err := s.openWatch(ctx, req, tenancy)
 	if err != nil {
-		return s.fail("WatchList", nil, storageError(err))
+		return src.ended(ctx, err) // ctx may have ended already
 	}
 	defer w.Close()
-
-	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, w: w, authz: authz, reg: reg, deltas: resumed}
+	src.w, src.deltas = w, resumed
 	if req.BatchEvents && !inProcess(stream) {
 		return s.sendBatches(ctx, stream, src)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/loomrt/loom/acl"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
 )
 
 // watchACL is an ACL file whose tokens all may watch Bars; watchACLAfter
@@ -41,7 +42,7 @@ const (
 // aclFileEnv is a server whose ACLs come from a file on disk, which the
 // test rewrites and reloads (acl.Source.Reload, as the host's reload loop
 // does). With trust, its in-process calls are trusted, as in a host.
-func aclFileEnv(t *testing.T, trust bool) (env *testEnv, src *acl.Source, rewrite func(string)) {
+func aclFileEnv(t *testing.T, trust bool, opts ...envOption) (env *testEnv, src *acl.Source, rewrite func(string)) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acl.yaml")
 	rewrite = func(content string) {
@@ -55,7 +56,7 @@ func aclFileEnv(t *testing.T, trust bool) (env *testEnv, src *acl.Source, rewrit
 	if trust {
 		resolve = TrustInProcess(resolve)
 	}
-	env = newEnv(t, withACL(resolve))
+	env = newEnv(t, append(opts, withACL(resolve))...)
 	src.OnReload(env.server.ReauthorizeWatches)
 	return env, src, rewrite
 }
@@ -166,9 +167,27 @@ func TestWatchEndsWhenACLsChange(t *testing.T) {
 
 // TestWatchResolvedDuringReload: a stream whose token was resolved just
 // before a reload, and that registers just after it, is checked all the
-// same.
+// same, also on a backend that refuses to open a watch for a context that
+// has ended.
 func TestWatchResolvedDuringReload(t *testing.T) {
-	env, src, rewrite := aclFileEnv(t, false)
+	t.Run("inmem", func(t *testing.T) { testWatchResolvedDuringReload(t) })
+	t.Run("strict open", func(t *testing.T) {
+		testWatchResolvedDuringReload(t, withBackendWrapper(func(b storage.Backend) storage.Backend { return strictOpen{b} }))
+	})
+}
+
+// strictOpen is a backend whose WatchList fails when ctx has ended.
+type strictOpen struct{ storage.Backend }
+
+func (b strictOpen) WatchList(ctx context.Context, typ storage.UnversionedType, tenancy *pbresource.Tenancy, prefix string) (storage.Watch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.Backend.WatchList(ctx, typ, tenancy, prefix)
+}
+
+func testWatchResolvedDuringReload(t *testing.T, opts ...envOption) {
+	env, src, rewrite := aclFileEnv(t, false, opts...)
 	var reloaded atomic.Bool
 	env.server.resolve = func(ctx context.Context) (resource.Authorizer, error) {
 		authz, err := src.Resolve(ctx)
