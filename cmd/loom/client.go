@@ -219,14 +219,18 @@ func runWrite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"loom read foo.v1.Bar my-bar -o json | loom write -",
 	}, stderr, false)
 	format := c.fs.String("o", formatJSON, "output `format`: json, yaml or name")
+	lim := addInputFlags(c.fs)
 	if err := c.parse(args, 1, 1); err != nil {
+		return err
+	}
+	if err := lim.check(); err != nil {
 		return err
 	}
 	if err := checkFormat(*format, formatJSON, formatYAML, formatName); err != nil {
 		return err
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
-		docs, err := readDocuments(c.args, stdin, s.types)
+		docs, err := readDocuments(c.args, stdin, s.types, *lim)
 		if err != nil {
 			return err
 		}
@@ -253,7 +257,11 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	version := c.fs.String("version", "", "delete only if the stored version is this one")
 	var files stringList
 	c.fs.Var(&files, "f", "`file`, directory or \"-\" of resources to delete (repeatable)")
+	lim := addInputFlags(c.fs)
 	if err := c.parse(args, 0, 2); err != nil {
+		return err
+	}
+	if err := lim.check(); err != nil {
 		return err
 	}
 	if (len(files) == 0) == (len(c.args) == 0) || (len(files) == 0 && len(c.args) != 2) {
@@ -269,7 +277,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
 		if len(files) > 0 {
-			docs, err := readDocuments(files, stdin, s.types)
+			docs, err := readDocuments(files, stdin, s.types, *lim)
 			if err != nil {
 				return err
 			}
