@@ -147,8 +147,45 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				cmp.Compare(a.Id.Tenancy.GetNamespace(), b.Id.Tenancy.GetNamespace()),
 				cmp.Compare(a.Id.Name, b.Id.Name))
 		})
-		return s.printer(*format, stdout).printResources(list, false)
+		if err := s.printer(*format, stdout).printResources(list, false); err != nil {
+			return err
+		}
+		if len(list) == 0 && ownerID == nil {
+			noteUnreadable(ctx, s.client, typ, c.tenancy(), stderr)
+		}
+		return nil
 	})
+}
+
+// readCheckName is the name noteUnreadable reads: any valid name does.
+const readCheckName = "loom-read-check"
+
+// noteUnreadable says on stderr when the caller may not read resources of
+// typ in tenancy ("*" units read as the type's default), after a List that
+// found nothing: a server lists only what the caller may read, so a token
+// with list but not read lists nothing. It reads one name, which a server
+// refuses with PermissionDenied before it looks the name up: the note says
+// what the token may do, never whether anything exists.
+func noteUnreadable(ctx context.Context, client pbresource.ResourceServiceClient, typ *pbresource.Type, tenancy *pbresource.Tenancy, stderr io.Writer) {
+	t := &pbresource.Tenancy{Partition: tenancy.GetPartition(), Namespace: tenancy.GetNamespace()}
+	for _, unit := range []*string{&t.Partition, &t.Namespace} {
+		if *unit == "*" {
+			*unit = ""
+		}
+	}
+	_, err := client.Read(ctx, &pbresource.ReadRequest{Id: &pbresource.ID{Type: typ, Tenancy: t, Name: readCheckName}})
+	if status.Code(err) != codes.PermissionDenied {
+		return
+	}
+	where := ""
+	if t.Partition != "" {
+		where += " in partition " + t.Partition
+	}
+	if t.Namespace != "" {
+		where += " in namespace " + t.Namespace
+	}
+	fmt.Fprintf(stderr, "loom: note: the token may not read %s%s: a list shows only what it may read (a viewer needs read and list)\n",
+		resource.TypeString(typ), where)
 }
 
 // readPages reads a paged listing: page(token) returns one page's
