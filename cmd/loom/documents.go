@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +83,7 @@ func inputFiles(path string) ([]string, error) {
 	}
 	sort.Strings(files)
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no .yaml, .yml and .json files", path)
+		return nil, fmt.Errorf("%s: no .yaml, .yml or .json files", path)
 	}
 	return files, nil
 }
@@ -103,14 +102,6 @@ func readFile(f string, stdin io.Reader, types *typeResolver, lim inputLimits, l
 		return nil, lim.inputError(f)
 	}
 	return decodeDocuments(f, file, types, lim, left)
-}
-
-// parseDocuments parses the YAML (or JSON, which is YAML) documents of one
-// file held in memory, within the default limits.
-func parseDocuments(name string, b []byte, types *typeResolver) ([]document, error) {
-	lim := defaultInputLimits()
-	left := lim.input
-	return decodeDocuments(name, bytes.NewReader(b), types, lim, &left)
 }
 
 // decodeDocuments parses the YAML (or JSON, which is YAML) documents read
