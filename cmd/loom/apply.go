@@ -27,9 +27,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"\n" +
 			"Every resource is parsed, and checked by the server (MutateAndValidate), before any is\n" +
 			"written, and so are the owners they name (each must exist, or be in the files, which\n" +
-			"are then written owners first): one bad document rejects\n" +
-			"the whole set, naming its file and document. A resource whose data, metadata and\n" +
-			"owner equal the stored ones is not written (\"unchanged\"), on Consul too.\n" +
+			"are then written owners first): one bad document rejects the whole set, naming its\n" +
+			"file and document. A resource whose data, metadata and owner equal the stored ones is\n" +
+			"not written (\"unchanged\"), on Consul too.\n" +
 			"Finalizers that controllers added are kept unless the file sets \"finalizers\"; the\n" +
 			"status is the controllers' (a status in the file is ignored). A version in the file\n" +
 			"makes the write conditional on it (compare-and-swap).",
