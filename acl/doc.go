@@ -10,13 +10,20 @@
 //	    rules:
 //	      - {type: "foo.*.Bar", partition: "*", namespace: "*", access: write}
 //	      - {type: "foo.v1.Zip", partition: "default", namespace: "*", access: read}
+//	  - name: viewer
+//	    secret: "0b9e55a2-example"
+//	    rules:
+//	      - {type: "foo.*.*", partition: "*", namespace: "*", access: list}
+//	      - {type: "foo.*.*", partition: "*", namespace: "*", access: read}
 //
 // A rule's type is a group.version.kind pattern where any part may be "*";
 // its partition and namespace are a name or "*". A tenancy unit the type
 // does not have (a cluster-scoped type has neither) is matched only by "*".
 // Its access is read, list or write; write implies the other two. A token
 // may do what any of its rules allows, and nothing else: with ACLs on,
-// everything is denied by default.
+// everything is denied by default. A viewer needs both list and read, as
+// above: a List or WatchList returns only the resources the token may
+// read, so list alone sees nothing (`loom list` says so).
 //
 // Callers present their token in the x-consul-token gRPC metadata, which is
 // what Consul's clients send. No token, or one the file does not name, is

@@ -247,3 +247,11 @@ func actAsController(t *testing.T, addr, name string) {
 		t.Fatal(err)
 	}
 }
+
+// parseDocuments parses the YAML (or JSON, which is YAML) documents of one
+// file held in memory, within the default limits.
+func parseDocuments(name string, b []byte, types *typeResolver) ([]document, error) {
+	lim := defaultInputLimits()
+	left := lim.input
+	return decodeDocuments(name, bytes.NewReader(b), types, lim, &left)
+}

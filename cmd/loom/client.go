@@ -147,8 +147,45 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				cmp.Compare(a.Id.Tenancy.GetNamespace(), b.Id.Tenancy.GetNamespace()),
 				cmp.Compare(a.Id.Name, b.Id.Name))
 		})
-		return s.printer(*format, stdout).printResources(list, false)
+		if err := s.printer(*format, stdout).printResources(list, false); err != nil {
+			return err
+		}
+		if len(list) == 0 && ownerID == nil {
+			noteUnreadable(ctx, s.client, typ, c.tenancy(), stderr)
+		}
+		return nil
 	})
+}
+
+// readCheckName is the name noteUnreadable reads: any valid name does.
+const readCheckName = "loom-read-check"
+
+// noteUnreadable says on stderr when the caller may not read resources of
+// typ in tenancy ("*" units read as the type's default), after a List that
+// found nothing: a server lists only what the caller may read, so a token
+// with list but not read lists nothing. It reads one name, which a server
+// refuses with PermissionDenied before it looks the name up: the note says
+// what the token may do, never whether anything exists.
+func noteUnreadable(ctx context.Context, client pbresource.ResourceServiceClient, typ *pbresource.Type, tenancy *pbresource.Tenancy, stderr io.Writer) {
+	t := &pbresource.Tenancy{Partition: tenancy.GetPartition(), Namespace: tenancy.GetNamespace()}
+	for _, unit := range []*string{&t.Partition, &t.Namespace} {
+		if *unit == "*" {
+			*unit = ""
+		}
+	}
+	_, err := client.Read(ctx, &pbresource.ReadRequest{Id: &pbresource.ID{Type: typ, Tenancy: t, Name: readCheckName}})
+	if status.Code(err) != codes.PermissionDenied {
+		return
+	}
+	where := ""
+	if t.Partition != "" {
+		where += " in partition " + t.Partition
+	}
+	if t.Namespace != "" {
+		where += " in namespace " + t.Namespace
+	}
+	fmt.Fprintf(stderr, "loom: note: the token may not read %s%s: a list shows only what it may read (a viewer needs read and list)\n",
+		resource.TypeString(typ), where)
 }
 
 // readPages reads a paged listing: page(token) returns one page's
@@ -219,14 +256,18 @@ func runWrite(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"loom read foo.v1.Bar my-bar -o json | loom write -",
 	}, stderr, false)
 	format := c.fs.String("o", formatJSON, "output `format`: json, yaml or name")
+	lim := addInputFlags(c.fs)
 	if err := c.parse(args, 1, 1); err != nil {
+		return err
+	}
+	if err := lim.check(); err != nil {
 		return err
 	}
 	if err := checkFormat(*format, formatJSON, formatYAML, formatName); err != nil {
 		return err
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
-		docs, err := readDocuments(c.args, stdin, s.types)
+		docs, err := readDocuments(c.args, stdin, s.types, *lim)
 		if err != nil {
 			return err
 		}
@@ -253,7 +294,11 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	version := c.fs.String("version", "", "delete only if the stored version is this one")
 	var files stringList
 	c.fs.Var(&files, "f", "`file`, directory or \"-\" of resources to delete (repeatable)")
+	lim := addInputFlags(c.fs)
 	if err := c.parse(args, 0, 2); err != nil {
+		return err
+	}
+	if err := lim.check(); err != nil {
 		return err
 	}
 	if (len(files) == 0) == (len(c.args) == 0) || (len(files) == 0 && len(c.args) != 2) {
@@ -269,7 +314,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
 		if len(files) > 0 {
-			docs, err := readDocuments(files, stdin, s.types)
+			docs, err := readDocuments(files, stdin, s.types, *lim)
 			if err != nil {
 				return err
 			}

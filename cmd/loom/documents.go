@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -33,47 +33,20 @@ var fileExts = map[string]bool{".yaml": true, ".yml": true, ".json": true}
 // readDocuments reads the resources of every -f argument: a file, a
 // directory (its .yaml, .yml and .json files, not recursively, in name
 // order) or "-" (standard input). It parses them all, and fails naming the
-// file and document of the first problem.
-func readDocuments(paths []string, stdin io.Reader, types *typeResolver) ([]document, error) {
+// file and document of the first problem. It reads no more than lim
+// allows: a file larger than what is left of lim.input is refused from its
+// size, before it is read, and every input is decoded one document at a
+// time, so one too large for the server is refused before it is read whole.
+func readDocuments(paths []string, stdin io.Reader, types *typeResolver, lim inputLimits) ([]document, error) {
 	var docs []document
+	left := lim.input
 	for _, path := range paths {
-		files := []string{path}
-		if path != "-" {
-			info, err := os.Stat(path)
-			if err != nil {
-				return nil, err
-			}
-			if info.IsDir() {
-				entries, err := os.ReadDir(path)
-				if err != nil {
-					return nil, err
-				}
-				files = files[:0]
-				for _, e := range entries {
-					if !e.IsDir() && fileExts[strings.ToLower(filepath.Ext(e.Name()))] {
-						files = append(files, filepath.Join(path, e.Name()))
-					}
-				}
-				sort.Strings(files)
-				if len(files) == 0 {
-					return nil, fmt.Errorf("%s: no .yaml, .yml or .json files", path)
-				}
-			}
+		files, err := inputFiles(path)
+		if err != nil {
+			return nil, err
 		}
 		for _, f := range files {
-			var b []byte
-			var err error
-			name := f
-			if f == "-" {
-				name = "<stdin>"
-				b, err = io.ReadAll(stdin)
-			} else {
-				b, err = os.ReadFile(f)
-			}
-			if err != nil {
-				return nil, err
-			}
-			more, err := parseDocuments(name, b, types)
+			more, err := readFile(f, stdin, types, lim, &left)
 			if err != nil {
 				return nil, err
 			}
@@ -86,23 +59,74 @@ func readDocuments(paths []string, stdin io.Reader, types *typeResolver) ([]docu
 	return docs, nil
 }
 
-// parseDocuments parses the YAML (or JSON, which is YAML) documents of one
-// file. Each document is a resource, a WriteRequest ({"resource": ...}), or
-// a list of resources (what `loom list -o json|yaml` prints).
-func parseDocuments(name string, b []byte, types *typeResolver) ([]document, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
+// inputFiles returns the files of one -f argument.
+func inputFiles(path string) ([]string, error) {
+	if path == "-" {
+		return []string{path}, nil
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && fileExts[strings.ToLower(filepath.Ext(e.Name()))] {
+			files = append(files, filepath.Join(path, e.Name()))
+		}
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no .yaml, .yml or .json files", path)
+	}
+	return files, nil
+}
+
+// readFile parses one file ("-": stdin), taking what it reads from *left.
+func readFile(f string, stdin io.Reader, types *typeResolver, lim inputLimits, left *int64) ([]document, error) {
+	if f == "-" {
+		return decodeDocuments("<stdin>", stdin, types, lim, left)
+	}
+	file, err := os.Open(f)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	if info, err := file.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > *left {
+		return nil, lim.inputError(f)
+	}
+	return decodeDocuments(f, file, types, lim, left)
+}
+
+// decodeDocuments parses the YAML (or JSON, which is YAML) documents read
+// from r, one at a time, taking what it reads from *left. Each document is
+// a resource, a WriteRequest ({"resource": ...}), or a list of resources
+// (what `loom list -o json|yaml` prints).
+func decodeDocuments(name string, r io.Reader, types *typeResolver, lim inputLimits, left *int64) ([]document, error) {
+	in := &inputReader{r: r, left: left, docLimit: lim.documentBytes()}
+	dec := yaml.NewDecoder(in)
 	var docs []document
 	for i := 1; ; i++ {
+		where := fmt.Sprintf("%s: document %d", name, i)
+		in.docRead = 0
 		var v any
 		err := dec.Decode(&v)
-		if errors.Is(err, io.EOF) {
+		switch {
+		case in.over == overInput:
+			return nil, lim.inputError(name)
+		case in.over == overDocument:
+			return nil, lim.documentError(where)
+		case errors.Is(err, io.EOF):
 			return docs, nil
-		}
-		where := fmt.Sprintf("%s: document %d", name, i)
-		if err != nil {
+		case err != nil:
 			return nil, fmt.Errorf("%s: %w", where, err)
-		}
-		if v == nil {
+		case v == nil:
 			continue // an empty document, e.g. after a trailing "---"
 		}
 		items, isList := v.([]any)
@@ -117,6 +141,9 @@ func parseDocuments(name string, b []byte, types *typeResolver) ([]document, err
 			d, err := parseResource(item, types)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", src, err)
+			}
+			if size := proto.Size(d.res); size > lim.resource {
+				return nil, lim.resourceError(src, size)
 			}
 			d.source = src
 			docs = append(docs, d)

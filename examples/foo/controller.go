@@ -26,6 +26,14 @@ const (
 	// until the Bar is deleted.
 	BarFinalizer = "foo.bar/cleanup"
 
+	// ReferableKey is the metadata key by which a Zip lets Bars see it: a
+	// Bar's status says whether the Zip it names exists only for a Zip
+	// whose metadata holds ReferableKey: "true". Whoever may write a Bar
+	// learns that Zip's existence from the Bar's status, and the Zip's
+	// writer chose that; of any other Zip the status says the same as of
+	// a Zip that does not exist.
+	ReferableKey = "foo.bar/referable"
+
 	// QuxIndex indexes Bars by the Zip their qux field names (cache.Key of
 	// the reference, with its tenancy defaulted).
 	QuxIndex = "qux"
@@ -54,7 +62,9 @@ var quxIndex = cache.NewDecodedIndex(QuxIndex, func(_ *pbresource.Resource, bar 
 //     deletion, so the deletion completes;
 //   - writes status StatusKey with condition Accepted (TRUE, reason Ok, when
 //     the data is readable) and ResolvedRefs (TRUE when qux is unset or names
-//     an existing foo.v1.Zip; FALSE with reason MissingReference otherwise);
+//     an existing foo.v1.Zip that is referable, see ReferableKey; FALSE with
+//     reason MissingReference otherwise, the same whether the Zip does not
+//     exist or is not referable);
 //   - re-reconciles the Bars that reference a Zip when that Zip appears or
 //     goes, found through the qux cache index.
 //
@@ -125,7 +135,11 @@ func keepFinalizer(ctx context.Context, rt reconcile.Runtime, res *pbresource.Re
 	return false, nil
 }
 
-// resolvedRefs reports whether the Zip that bar references exists.
+// resolvedRefs reports whether the Zip that bar references exists and
+// lets Bars see it. The controller may read every Zip, but the Bar's writer
+// may not: a status that told which Zips exist would tell that writer what
+// it cannot read (a confused deputy). So a Zip that does not let Bars see
+// it is reported exactly as one that does not exist.
 func resolvedRefs(rt reconcile.Runtime, bar *pbfoov1.Bar) *pbresource.Condition {
 	if bar.Qux == nil {
 		return &pbresource.Condition{Type: ConditionResolvedRefs, State: pbresource.Condition_STATE_TRUE, Reason: ReasonOk, Message: "the bar references nothing"}
@@ -140,8 +154,8 @@ func resolvedRefs(rt reconcile.Runtime, bar *pbfoov1.Bar) *pbresource.Condition 
 		return missing
 	}
 	zip, err := rt.Cache.GetByID(ref)
-	if err != nil || zip == nil {
-		missing.Message = fmt.Sprintf("zip %q does not exist", ref.Name)
+	if err != nil || zip == nil || zip.Metadata[ReferableKey] != "true" {
+		missing.Message = fmt.Sprintf("zip %q does not exist, or is not referable (metadata %s: \"true\")", ref.Name, ReferableKey)
 		return missing
 	}
 	return &pbresource.Condition{

@@ -6,6 +6,7 @@ package foo_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,10 @@ func missing(ref *pbresource.ID, message string) *pbresource.Condition {
 	}
 }
 
+// zipMissing is the message of a Bar whose Zip "zip" does not exist, or
+// does not let Bars see it.
+const zipMissing = `zip "zip" does not exist, or is not referable (metadata foo.bar/referable: "true")`
+
 // zipID is the ID the service gives Zip "zip": partition-scoped, default
 // partition.
 var zipID = &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "zip"}
@@ -69,17 +74,42 @@ func TestBarControllerResolvesZips(t *testing.T) {
 	assert.Contains(t, got.Metadata["finalizers"], foo.BarFinalizer)
 
 	// A Bar naming a Zip that does not exist yet reports MissingReference...
-	zip := svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{Zap: "zap"})
+	zip := svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{Zap: "zap"}).WithMeta(foo.ReferableKey, "true")
 	waiting := svc.Resource(foo.BarV1Type, "waiting").
 		WithData(t, &pbfoov1.Bar{Baz: "Waiting", Qux: zip.ID()}).
 		Write(t, svc.Client)
-	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, missing(zipID, `zip "zip" does not exist`))
+	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, missing(zipID, zipMissing))
 
 	// ...until the Zip appears, and again once it is gone.
 	written := zip.Write(t, svc.Client)
 	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, resolved(zipID))
 	client.MustDelete(t, written.Id)
-	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, missing(zipID, `zip "zip" does not exist`))
+	client.WaitForStatusCondition(t, waiting.Id, foo.StatusKey, missing(zipID, zipMissing))
+}
+
+// The controller may read every Zip; the writer of a Bar may not. A Zip
+// that does not let Bars see it is reported exactly as one that does not
+// exist, so a Bar's status tells its writer nothing it could not read.
+func TestBarControllerDoesNotRevealUnreferableZips(t *testing.T) {
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
+	client := resourcetest.NewClient(svc.Client)
+	resourcetest.RunControllers(t, svc.Client, foo.BarController())
+
+	// The same condition, but for the name, whether the Zip exists or not.
+	for _, name := range []string{"secret", "absent"} {
+		if name == "secret" {
+			svc.Resource(foo.ZipType, name).WithData(t, &pbfoov1.Zip{Zap: "hidden"}).Write(t, svc.Client)
+		}
+		ref := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: name}
+		bar := svc.Resource(foo.BarV1Type, "probe-"+name).WithData(t, &pbfoov1.Bar{Baz: name, Qux: ref}).Write(t, svc.Client)
+		client.WaitForStatusCondition(t, bar.Id, foo.StatusKey, missing(ref, strings.Replace(zipMissing, `"zip"`, `"`+name+`"`, 1)))
+	}
+
+	// Once the Zip's writer makes it referable, the Bar resolves it.
+	referable := svc.Resource(foo.ZipType, "secret").WithData(t, &pbfoov1.Zip{Zap: "hidden"}).
+		WithMeta(foo.ReferableKey, "true").Write(t, svc.Client)
+	bar := svc.Resource(foo.BarV1Type, "probe-secret").ID()
+	client.WaitForStatusCondition(t, bar, foo.StatusKey, resolved(referable.Id))
 }
 
 func TestBarControllerSettlesAndReleasesDeletion(t *testing.T) {
@@ -137,7 +167,7 @@ func TestBarReconcile(t *testing.T) {
 	}{
 		"no reference":       {bar: &pbfoov1.Bar{Baz: "a"}, condition: noReference},
 		"existing zip":       {bar: &pbfoov1.Bar{Baz: "a", Qux: zipID}, withZip: true, condition: resolved(zipID)},
-		"missing zip":        {bar: &pbfoov1.Bar{Baz: "a", Qux: zipID}, condition: missing(zipID, `zip "zip" does not exist`)},
+		"missing zip":        {bar: &pbfoov1.Bar{Baz: "a", Qux: zipID}, condition: missing(zipID, zipMissing)},
 		"reference to a qux": {bar: &pbfoov1.Bar{Baz: "a", Qux: quxID}, condition: missing(&pbresource.ID{Type: foo.QuxType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "q"}, "qux must name a foo.v1.Zip, not a foo.v1.Qux")},
 	}
 	for name, tc := range cases {
@@ -145,7 +175,7 @@ func TestBarReconcile(t *testing.T) {
 			svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes))
 			h := resourcetest.NewControllerHarness(t, svc.Client, foo.BarController())
 			if tc.withZip {
-				h.Write(t, svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{}))
+				h.Write(t, svc.Resource(foo.ZipType, "zip").WithData(t, &pbfoov1.Zip{}).WithMeta(foo.ReferableKey, "true"))
 			}
 			bar := h.Write(t, svc.Resource(foo.BarV1Type, "bar").
 				WithData(t, tc.bar).
