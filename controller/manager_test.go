@@ -15,6 +15,7 @@ import (
 	"github.com/loomrt/loom/reconcile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -263,6 +264,12 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, label ...
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
+	return counterSum(families, name, label...)
+}
+
+// counterSum is the sum of the counters named name in families, or of
+// those with the label label[0]=label[1] if label is given.
+func counterSum(families []*dto.MetricFamily, name string, label ...string) float64 {
 	sum := 0.0
 	for _, f := range families {
 		if f.GetName() != name {
