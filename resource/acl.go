@@ -66,12 +66,15 @@ var ErrPermissionDenied = errors.New("permission denied")
 type ACLHooks[T proto.Message] struct {
 	// Read authorizes reading id. res is the stored resource with its Data
 	// decoded, or nil when it does not exist (so a hook can refuse before
-	// revealing that).
+	// revealing that) or is stored under another GroupVersion (the hook of
+	// that GroupVersion's type is asked too, with it).
 	Read func(authz Authorizer, id *pbresource.ID, res *Decoded[T]) error
 
 	// Write authorizes writing res (for Delete and WriteStatus, the stored
-	// resource). For a Delete of a resource that does not exist, res holds
-	// only the ID and Data is the zero T.
+	// resource). For a Delete or WriteStatus of a resource that does not
+	// exist, or is stored under another GroupVersion (the hook of that
+	// GroupVersion's type is asked too, with it), res holds only the ID and
+	// Data is the zero T.
 	Write func(authz Authorizer, res *Decoded[T]) error
 
 	// List authorizes listing or watching the type in tenancy. Read is

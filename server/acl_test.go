@@ -60,10 +60,9 @@ func TestACL_DenyAll(t *testing.T) {
 			requireCode(t, call(), codes.PermissionDenied)
 		})
 	}
-	// ListByOwner filters rather than refuses.
-	out, err := c.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: stored.Id})
-	require.NoError(t, err)
-	require.Empty(t, out.Resources)
+	// ListByOwner needs list access to the owner's type, as on Consul.
+	_, err := c.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: stored.Id})
+	requireCode(t, err, codes.PermissionDenied, "list access to foo.v1.Bar")
 
 	got := env.mustRead(t, barID("a"))
 	require.Equal(t, stored.Version, got.Version, "nothing was written")

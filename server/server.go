@@ -45,9 +45,18 @@
 //   - An owner given on create must exist (InvalidArgument naming owner
 //     otherwise); on update the owner must be given exactly as stored (its
 //     Uid may be left out); leaving it out or changing it is InvalidArgument.
-//   - Read checks the caller's right to read before reporting that the
-//     resource is stored under another GroupVersion, so the mismatch error
-//     reveals nothing to a caller who may not read it.
+//   - A resource stored under another GroupVersion than a request names is
+//     authorized as both types (authorize.go): Write, WriteStatus, Delete,
+//     finalizer removal and MutateAndValidate need write access as each,
+//     Read read access as each (before the mismatch is reported), and a
+//     WatchList shows it only to a caller that may read and list it as
+//     its own type. Write, WriteStatus and Delete authorize before telling
+//     anything about what is stored (NotFound, Uid, version).
+//   - Naming an owner on create needs read access to it: without it the
+//     Write is PermissionDenied whether or not the owner exists, and a
+//     wrong owner Uid is InvalidArgument without the stored one.
+//     ListByOwner needs list access to the owner's type in its tenancy,
+//     as on Consul.
 //   - List returns only resources stored under the requested GroupVersion;
 //     WatchList delivers every resource of the type's Group and Kind,
 //     whatever GroupVersion it is stored under (consumers check the type).

@@ -65,7 +65,7 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	}
 	defer w.Close()
 
-	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, w: w, authz: authz, reg: reg, deltas: resumed}
+	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, w: w, authz: authz, reg: reg, tenancy: tenancy, deltas: resumed}
 	if req.BatchEvents && !inProcess(stream) {
 		return s.sendBatches(ctx, stream, src)
 	}
@@ -95,6 +95,7 @@ type watchSource struct {
 	w              storage.Watch
 	authz          resource.Authorizer
 	reg            resource.Registered
+	tenancy        *pbresource.Tenancy // the watch's, normalized
 	// deltas is set while the events are changes (after the snapshot, or
 	// from the start of a resumed stream), which backends may share
 	// between watches. Only next uses it.
@@ -117,7 +118,7 @@ func (src *watchSource) next(ctx context.Context) (ev *pbresource.WatchEvent, sh
 			return nil, false, src.ended(ctx, err)
 		}
 		if res := eventResource(ev); res != nil {
-			if err := src.s.registrationOf(src.reg, res).AuthorizeRead(src.authz, res.Id, res); err != nil {
+			if err := src.s.authorizeWatched(src.authz, src.reg, src.tenancy, res); err != nil {
 				if isDenied(err) {
 					continue
 				}
