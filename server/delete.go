@@ -23,7 +23,7 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}
-	ctx, err = withFence(ctx)
+	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}

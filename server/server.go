@@ -88,8 +88,10 @@
 //     storage.Fence): every backend write the request makes carries it, and
 //     a backend that refuses it (the term has ended) makes the request fail
 //     with FailedPrecondition ("write fenced: leadership has moved") at once,
-//     without the retries of a blanket write. A malformed fence is
-//     InvalidArgument. A request that needs no backend write (a no-op Write,
+//     without the retries of a blanket write. A malformed fence, or one
+//     whose key the backend refuses as not one of its leader keys
+//     (storage.FenceChecker), is InvalidArgument; a caller not allowed to
+//     present fences (resource.CapabilityFence) is PermissionDenied. A request that needs no backend write (a no-op Write,
 //     deleting what is gone) succeeds whatever its fence.
 //   - A blanket Write that includes a status must include the stored one;
 //     read-modify-write clients that race with status writers should leave
@@ -357,6 +359,8 @@ func storageError(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, storage.ErrFenced):
 		return fencedError{status.Newf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)}
+	case errors.Is(err, storage.ErrInvalidFence):
+		return status.Errorf(codes.InvalidArgument, "metadata %s: %v", resource.FenceMetadataKey, err)
 	case errors.Is(err, storage.ErrOwnerNotFound):
 		return invalidField("owner", "%v", err)
 	case errors.Is(err, storage.ErrNotFound):

@@ -27,7 +27,7 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
-	ctx, err = withFence(ctx)
+	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}

@@ -24,7 +24,7 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
-	ctx, err = withFence(ctx)
+	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
