@@ -41,6 +41,12 @@ func TestACL_DenyAll(t *testing.T) {
 			_, err := c.WriteStatus(ctx, &pbresource.WriteStatusRequest{Id: stored.Id, Key: "k", Status: simpleStatus(stored.Generation)})
 			return err
 		},
+		"WriteStatus missing": func() error {
+			id := barID("nope")
+			id.Uid = stored.Id.Uid
+			_, err := c.WriteStatus(ctx, &pbresource.WriteStatusRequest{Id: id, Key: "k", Status: simpleStatus(stored.Generation)})
+			return err
+		},
 		"Delete":         func() error { _, err := c.Delete(ctx, &pbresource.DeleteRequest{Id: barID("a")}); return err },
 		"Delete missing": func() error { _, err := c.Delete(ctx, &pbresource.DeleteRequest{Id: barID("nope")}); return err },
 		"List":           func() error { _, err := c.List(ctx, &pbresource.ListRequest{Type: barID("a").Type}); return err },
