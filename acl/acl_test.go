@@ -203,3 +203,50 @@ func TestSourceResolveAndReload(t *testing.T) {
 	_, err = acl.NewSource(filepath.Join(t.TempDir(), "missing.yaml"), nil)
 	assert.ErrorContains(t, err, "missing.yaml")
 }
+
+func TestCapabilities(t *testing.T) {
+	p, err := acl.Parse("acl.yaml", []byte(`tokens:
+  - name: leader
+    secret: s1
+    rules:
+      - {type: "foo.*.Bar", partition: "*", namespace: "*", access: write}
+      - {capability: fence}
+  - name: grpcurl
+    secret: s2
+    rules:
+      - {capability: reflection}
+  - name: writer
+    secret: s3
+    rules:
+      - {type: "*.*.*", partition: "*", namespace: "*", access: write}
+`))
+	require.NoError(t, err)
+	leader, grpcurl, writer := token(t, p, "s1"), token(t, p, "s2"), token(t, p, "s3")
+	F, R := resource.CapabilityFence, resource.CapabilityReflection
+	assert.True(t, leader.AllowedCapability(F))
+	assert.False(t, leader.AllowedCapability(R))
+	assert.True(t, grpcurl.AllowedCapability(R))
+	assert.False(t, grpcurl.AllowedCapability(F))
+	assert.False(t, grpcurl.Allowed(resource.AccessRead, id("foo.v1.Bar", "default", "default", "b")), "a capability grants no access")
+	assert.False(t, writer.AllowedCapability(F), "write access to everything is no capability")
+	assert.False(t, writer.AllowedCapability(R))
+	assert.True(t, resource.HasCapability(leader, F))
+	assert.True(t, resource.HasCapability(resource.AllowAll, F))
+	assert.False(t, resource.HasCapability(resource.DenyAll, F))
+	assert.False(t, resource.HasCapability(resource.AuthorizerFunc(func(resource.Access, *pbresource.ID) bool { return true }), F),
+		"an Authorizer that does not answer for capabilities grants none")
+
+	for name, c := range map[string]struct{ rule, want string }{
+		"unknown":       {"{capability: admin}", `acl.yaml:5: token "a", rule 1: capability "admin" is not fence or reflection`},
+		"with a type":   {"{capability: fence, type: a.b.c}", `rule 1: a capability rule has no type, partition, namespace or access`},
+		"with access":   {"{capability: fence, access: write}", `a capability rule has no type`},
+		"neither":       {"{partition: '*'}", `type is required (a group.version.kind pattern, e.g. "foo.*.Bar"), or a capability (fence or reflection)`},
+		"mistyped name": {"{capabilty: fence}", `field capabilty not found`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := acl.Parse("acl.yaml", []byte("tokens:\n  - name: a\n    secret: s\n    rules:\n      - "+c.rule+"\n"))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}

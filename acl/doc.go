@@ -25,6 +25,28 @@
 // above: a List or WatchList returns only the resources the token may
 // read, so list alone sees nothing (`loom list` says so).
 //
+// A rule may instead grant a capability, something other than access to
+// resources, and then has no other field:
+//
+//	tokens:
+//	  - name: leader-controllers
+//	    secret: "0a9e4c2d-example"
+//	    rules:
+//	      - {type: "foo.*.Bar", partition: "*", namespace: "*", access: write}
+//	      - {capability: fence}
+//	  - name: grpcurl
+//	    secret: "5b3f8e1a-example"
+//	    rules:
+//	      - {capability: reflection}
+//
+// "fence" lets the token present a fencing token (the x-loom-fence
+// metadata) on its writes, as the singleton controllers of a process
+// holding an etcd leader lease do; a write that carries one without it is
+// PermissionDenied. "reflection" lets it use gRPC server reflection
+// (grpcurl list, describe), which is Unauthenticated without a token and
+// PermissionDenied without the capability. Calls made in process by a
+// host's own controllers need neither.
+//
 // Callers present their token in the x-consul-token gRPC metadata, which is
 // what Consul's clients send. No token, or one the file does not name, is
 // Unauthenticated; a known token without the access is PermissionDenied

@@ -25,10 +25,17 @@ type tokenSpec struct {
 }
 
 type ruleSpec struct {
-	Type      string `yaml:"type"`
-	Partition string `yaml:"partition"`
-	Namespace string `yaml:"namespace"`
-	Access    string `yaml:"access"`
+	Type       string `yaml:"type"`
+	Partition  string `yaml:"partition"`
+	Namespace  string `yaml:"namespace"`
+	Access     string `yaml:"access"`
+	Capability string `yaml:"capability"` // instead of the four above
+}
+
+// capabilities are the values of a rule's capability.
+var capabilities = map[string]resource.Capability{
+	resource.CapabilityFence.String():      resource.CapabilityFence,
+	resource.CapabilityReflection.String(): resource.CapabilityReflection,
 }
 
 // Parse parses an ACL file's content; name (the file's path) starts every
@@ -77,11 +84,17 @@ func Parse(name string, data []byte) (*Policy, error) {
 		}
 		t := &token{name: ts.Name, secretHash: h}
 		for j, rs := range ts.Rules {
-			r, err := parseRule(rs)
+			var err error
+			if rs.Capability != "" {
+				err = t.addCapability(rs)
+			} else {
+				var r rule
+				r, err = parseRule(rs)
+				t.rules = append(t.rules, r)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %s, rule %d: %w", at(j), what, j+1, err)
 			}
-			t.rules = append(t.rules, r)
 		}
 		t.authz = Authorizer{t: t}
 		p.bySecret[h] = t
@@ -89,11 +102,25 @@ func Parse(name string, data []byte) (*Policy, error) {
 	return p, nil
 }
 
+// addCapability grants t the capability of rs, a rule that names one and
+// nothing else.
+func (t *token) addCapability(rs ruleSpec) error {
+	if rs.Type != "" || rs.Partition != "" || rs.Namespace != "" || rs.Access != "" {
+		return fmt.Errorf("a capability rule has no type, partition, namespace or access (give them in a rule of their own)")
+	}
+	c, ok := capabilities[rs.Capability]
+	if !ok {
+		return fmt.Errorf("capability %s is not %s or %s", resource.Quote(rs.Capability), resource.CapabilityFence, resource.CapabilityReflection)
+	}
+	t.capabilities |= 1 << c
+	return nil
+}
+
 func parseRule(rs ruleSpec) (rule, error) {
 	var r rule
 	parts := strings.Split(rs.Type, ".")
 	if rs.Type == "" {
-		return r, errors.New("type is required (a group.version.kind pattern, e.g. \"foo.*.Bar\")")
+		return r, errors.New("type is required (a group.version.kind pattern, e.g. \"foo.*.Bar\"), or a capability (fence or reflection)")
 	}
 	if len(parts) != 3 {
 		return r, fmt.Errorf("type %s is not a group.version.kind pattern (e.g. \"foo.*.Bar\")", resource.Quote(rs.Type))

@@ -18,10 +18,11 @@ type Policy struct {
 }
 
 type token struct {
-	name       string
-	secretHash [sha256.Size]byte
-	rules      []rule
-	authz      Authorizer // handed out by Token, made once
+	name         string
+	secretHash   [sha256.Size]byte
+	rules        []rule
+	capabilities uint64     // bit c set: resource.Capability c granted
+	authz        Authorizer // handed out by Token, made once
 }
 
 type rule struct {
@@ -49,16 +50,17 @@ func (p *Policy) Len() int { return len(p.bySecret) }
 // Authorizer is what one token may do: a resource.Authorizer.
 type Authorizer struct{ t *token }
 
-var _ resource.Authorizer = (*Authorizer)(nil)
+var _ resource.CapabilityAuthorizer = (*Authorizer)(nil)
 
 // Name is the token's name, for logs and audit lines (never its secret).
 func (a *Authorizer) Name() string { return a.t.name }
 
 // Equal reports whether other is an *Authorizer with the same rules, in
-// the same order: one that allows exactly what a does, whatever its name.
+// the same order, and the same capabilities: one that allows exactly what
+// a does, whatever its name.
 func (a *Authorizer) Equal(other resource.Authorizer) bool {
 	o, ok := other.(*Authorizer)
-	return ok && slices.Equal(a.t.rules, o.t.rules)
+	return ok && slices.Equal(a.t.rules, o.t.rules) && a.t.capabilities == o.t.capabilities
 }
 
 // Allowed implements resource.Authorizer. For AccessList, id names the type
@@ -83,6 +85,12 @@ func (a *Authorizer) Allowed(access resource.Access, id *pbresource.ID) bool {
 		}
 	}
 	return false
+}
+
+// AllowedCapability implements resource.CapabilityAuthorizer: whether a
+// rule of the token names c.
+func (a *Authorizer) AllowedCapability(c resource.Capability) bool {
+	return c > 0 && c < 64 && a.t.capabilities&(1<<c) != 0
 }
 
 func (r *rule) grants(access resource.Access) bool {

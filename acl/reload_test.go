@@ -43,12 +43,14 @@ func TestAuthorizerEqual(t *testing.T) {
   - {name: b, secret: b, rules: [{type: "foo.*.Bar", partition: "*", namespace: "*", access: read}]}
   - {name: c, secret: c, rules: [{type: "foo.*.Bar", partition: "*", namespace: "ns", access: read}]}
   - {name: d, secret: d, rules: [{type: "foo.*.Bar", partition: "*", namespace: "*", access: list}]}
+  - {name: e, secret: e, rules: [{type: "foo.*.Bar", partition: "*", namespace: "*", access: read}, {capability: fence}]}
 `))
 	require.NoError(t, err)
-	a, b, c, d := token(t, p, "a"), token(t, p, "b"), token(t, p, "c"), token(t, p, "d")
+	a, b, c, d, e := token(t, p, "a"), token(t, p, "b"), token(t, p, "c"), token(t, p, "d"), token(t, p, "e")
 	assert.True(t, a.Equal(a))
 	assert.True(t, a.Equal(b), "same rules, another name")
 	assert.False(t, a.Equal(c), "another namespace")
 	assert.False(t, a.Equal(d), "another access")
+	assert.False(t, a.Equal(e), "another capability")
 	assert.False(t, a.Equal(resource.AllowAll))
 }

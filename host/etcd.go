@@ -198,7 +198,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclo
 	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithWatchLogBytes(watchLogBytes),
 		loometcd.WithLogger(logger.Named("etcd")))
 	leaseCtx, stopLease := context.WithCancel(context.Background())
-	electionKey := strings.TrimRight(f.prefix, "/") + leaderKeySuffix
+	electionKey := backend.ElectionKey() // the backend accepts fences of its elections only
 	lease, err := loometcd.NewLease(leaseCtx, client, electionKey, f.leaseTTL,
 		loometcd.WithLeaseValue(f.nodeName), loometcd.WithLeaseLogger(logger.Named("lease")))
 	if err != nil {

@@ -125,7 +125,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"how long to let in-flight unary requests finish on SIGINT/SIGTERM before closing connections (open watches end at once)")
 	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
 		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
-	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off)")
+	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off); with -acl-file, only to tokens with a {capability: reflection} rule")
 	fs.Int64Var(&f.watchLogBytes, "watch-log-bytes", inmem.DefaultWatchLogBytes,
 		"`bytes` of recent changes the store keeps for its watches (with -storage etcd: the decoded changes of the server's one etcd watch): a watch further behind is ended (Aborted); a resume from further back gets a fresh snapshot (in-memory) or catches up from etcd's history")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")

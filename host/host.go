@@ -316,7 +316,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	if f.reflection {
-		registerReflection(gs)
+		var resolve func(context.Context) (resource.Authorizer, error)
+		if acls != nil {
+			resolve = acls.Resolve
+		}
+		registerReflection(gs, resolve)
 	}
 	grpcMetrics.InitializeMetrics(gs)
 

@@ -34,7 +34,7 @@ func reflectionConn(t *testing.T) *grpc.ClientConn {
 	svc := server.New(server.Config{Backend: inmem.New(), Registry: registry})
 	gs := grpc.NewServer()
 	svc.Register(gs)
-	registerReflection(gs)
+	registerReflection(gs, nil)
 	lis := bufconn.Listen(1 << 20)
 	go gs.Serve(lis)
 	t.Cleanup(func() { svc.Shutdown(); gs.Stop() })

@@ -41,6 +41,12 @@ func TestACL_DenyAll(t *testing.T) {
 			_, err := c.WriteStatus(ctx, &pbresource.WriteStatusRequest{Id: stored.Id, Key: "k", Status: simpleStatus(stored.Generation)})
 			return err
 		},
+		"WriteStatus missing": func() error {
+			id := barID("nope")
+			id.Uid = stored.Id.Uid
+			_, err := c.WriteStatus(ctx, &pbresource.WriteStatusRequest{Id: id, Key: "k", Status: simpleStatus(stored.Generation)})
+			return err
+		},
 		"Delete":         func() error { _, err := c.Delete(ctx, &pbresource.DeleteRequest{Id: barID("a")}); return err },
 		"Delete missing": func() error { _, err := c.Delete(ctx, &pbresource.DeleteRequest{Id: barID("nope")}); return err },
 		"List":           func() error { _, err := c.List(ctx, &pbresource.ListRequest{Type: barID("a").Type}); return err },
@@ -60,10 +66,9 @@ func TestACL_DenyAll(t *testing.T) {
 			requireCode(t, call(), codes.PermissionDenied)
 		})
 	}
-	// ListByOwner filters rather than refuses.
-	out, err := c.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: stored.Id})
-	require.NoError(t, err)
-	require.Empty(t, out.Resources)
+	// ListByOwner needs list access to the owner's type, as on Consul.
+	_, err := c.ListByOwner(ctx, &pbresource.ListByOwnerRequest{Owner: stored.Id})
+	requireCode(t, err, codes.PermissionDenied, "list access to foo.v1.Bar")
 
 	got := env.mustRead(t, barID("a"))
 	require.Equal(t, stored.Version, got.Version, "nothing was written")

@@ -23,7 +23,7 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}
-	ctx, err = withFence(ctx)
+	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}
@@ -50,6 +50,11 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 		// that.
 		return aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}, nil))
 	}
+	// Authorized before anything about stored is told: its Uid, its
+	// version.
+	if err := s.authorizeWriteStored(authz, reg, id, stored); err != nil {
+		return err
+	}
 	if id.Uid != "" && id.Uid != stored.Id.Uid {
 		return status.Errorf(codes.FailedPrecondition,
 			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
@@ -61,10 +66,6 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 			"version %s does not match the stored version %q: the resource changed since it was read",
 			resource.Quote(version), stored.Version)
 	}
-	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored, nil)); err != nil {
-		return err
-	}
-
 	if resource.HasFinalizers(stored) {
 		if resource.IsMarkedForDeletion(stored) {
 			return nil // already waiting for its finalizers

@@ -22,7 +22,14 @@ import (
 // Only what the backend writes is fenced. A request that changes nothing
 // (a no-op Write, deleting what is gone) succeeds without a backend write,
 // and so without looking at the fence: it cannot clobber anything.
-func withFence(ctx context.Context) (context.Context, error) {
+//
+// A fence is a question to the store (does this key exist, with this
+// create revision?), so it is checked before any: the caller must be
+// allowed to present fences (resource.CapabilityFence), else
+// PermissionDenied; and the backend, when it fences
+// (storage.FenceChecker), must accept its key as one of its leader keys,
+// else InvalidArgument.
+func (s *Server) withFence(ctx context.Context, authz resource.Authorizer) (context.Context, error) {
 	values := metadata.ValueFromIncomingContext(ctx, resource.FenceMetadataKey)
 	switch len(values) {
 	case 0:
@@ -36,7 +43,23 @@ func withFence(ctx context.Context) (context.Context, error) {
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "metadata %s: %s: %v", resource.FenceMetadataKey, resource.Quote(values[0]), err)
 	}
-	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev}), nil
+	if !resource.HasCapability(authz, resource.CapabilityFence) {
+		return nil, status.Errorf(codes.PermissionDenied,
+			"metadata %s: this caller may not present a fence (with an ACL file, a token needs a {capability: fence} rule)", resource.FenceMetadataKey)
+	}
+	f := storage.Fence{Key: key, Revision: rev}
+	if fc, ok := s.backend.(storage.FenceChecker); ok {
+		if err := fc.CheckFence(f); err != nil {
+			return nil, fenceKeyError(key, err)
+		}
+	}
+	return storage.WithFence(ctx, f), nil
+}
+
+// fenceKeyError is the InvalidArgument of a fence whose key the backend
+// refused (storage.ErrInvalidFence).
+func fenceKeyError(key string, err error) error {
+	return status.Errorf(codes.InvalidArgument, "metadata %s: key %s: %v", resource.FenceMetadataKey, resource.Quote(key), err)
 }
 
 // fencedError is the FailedPrecondition a fenced write that the backend

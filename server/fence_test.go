@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -217,4 +219,74 @@ func TestFence_Malformed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "/a@b", key)
 	require.EqualValues(t, 9, rev)
+}
+
+// checkingSpy is a fenceSpy whose backend, like etcd's, accepts fences
+// only for keys under /loom/leader/.
+type checkingSpy struct{ *fenceSpy }
+
+func (s checkingSpy) CheckFence(f storage.Fence) error {
+	if !strings.HasPrefix(f.Key, "/loom/leader/") {
+		return fmt.Errorf("%w: want a key under /loom/leader", storage.ErrInvalidFence)
+	}
+	return nil
+}
+
+// TestFence_OnlyLeaderKeysAndCallers checks that a fence is a question the
+// server asks the backend only about its leader keys and only for callers
+// allowed to present fences: another key is InvalidArgument, a caller
+// without resource.CapabilityFence PermissionDenied, and neither reaches
+// the backend, whether or not the resource exists.
+func TestFence_OnlyLeaderKeysAndCallers(t *testing.T) {
+	spy := &fenceSpy{}
+	mayFence := true
+	env := newEnv(t,
+		withBackendWrapper(func(b storage.Backend) storage.Backend { spy.Backend = b; return checkingSpy{spy} }),
+		withACL(func(context.Context) (resource.Authorizer, error) {
+			if mayFence {
+				return resource.AllowAll, nil
+			}
+			return resource.AuthorizerFunc(func(resource.Access, *pbresource.ID) bool { return true }), nil
+		}))
+	existing := env.write(t, bar(t, "existing", "x"))
+	spy.take()
+	ctx := testCtx(t)
+	as := func(key string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, resource.FenceMetadataKey, resource.FormatFence(key, 5))
+	}
+	calls := func(fctx context.Context) map[string]error {
+		out := map[string]error{}
+		for _, name := range []string{"existing", "missing"} {
+			_, out["Write "+name] = env.client.Write(fctx, &pbresource.WriteRequest{Resource: bar(t, name, "y")})
+			_, out["Delete "+name] = env.client.Delete(fctx, &pbresource.DeleteRequest{Id: barID(name)})
+		}
+		_, out["WriteStatus"] = env.client.WriteStatus(fctx, &pbresource.WriteStatusRequest{
+			Id: existing.Id, Key: "k", Status: simpleStatus(existing.Generation)})
+		return out
+	}
+
+	for _, key := range []string{"/loom/r/foo/Bar/default/default/existing", "/other-app/secret", "/loom/leaderx/1"} {
+		errs := calls(as(key))
+		for _, err := range errs {
+			requireCode(t, err, codes.InvalidArgument, resource.FenceMetadataKey, "not a leader key")
+		}
+		require.Equal(t, errs["Write existing"].Error(), errs["Write missing"].Error(), "the answer tells nothing about the resource")
+		require.Equal(t, errs["Delete existing"].Error(), errs["Delete missing"].Error(), "the answer tells nothing about the resource")
+	}
+	require.Empty(t, spy.take(), "no refused fence reached the backend")
+
+	mayFence = false
+	for _, key := range []string{"/loom/leader/a", "/other-app/secret"} {
+		for _, err := range calls(as(key)) {
+			requireCode(t, err, codes.PermissionDenied, "may not present a fence", "{capability: fence}")
+		}
+	}
+	require.Empty(t, spy.take(), "no refused fence reached the backend")
+	_, err := env.client.Write(ctx, &pbresource.WriteRequest{Resource: bar(t, "existing", "unfenced")})
+	require.NoError(t, err, "without a fence the caller writes")
+
+	mayFence = true
+	_, err = env.client.Write(as("/loom/leader/a"), &pbresource.WriteRequest{Resource: bar(t, "existing", "fenced")})
+	require.NoError(t, err)
+	require.Len(t, spy.take(), 2)
 }

@@ -293,7 +293,8 @@ func ownerQueryHash(owner *pbresource.ID) uint64 {
 
 // ListByOwner returns the resources owned by the owner (which must be given
 // with its Uid), of any type, leaving out those the caller may not read.
-// Results are eventually consistent.
+// The caller needs list access to the owner's type in the owner's tenancy,
+// as on Consul. Results are eventually consistent.
 //
 // When the backend is a storage.OwnerPagedLister, the answer is consistent
 // at one store version (ListByOwnerResponse.version), and page_size and
@@ -307,12 +308,18 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 	if err != nil {
 		return nil, s.fail("ListByOwner", req.GetOwner(), err)
 	}
-	_, owner, err := s.checkID("owner", req.GetOwner())
+	ownerReg, owner, err := s.checkID("owner", req.GetOwner())
 	if err != nil {
 		return nil, s.fail("ListByOwner", req.GetOwner(), err)
 	}
 	if owner.Uid == "" {
 		return nil, s.fail("ListByOwner", owner, invalidArgument(resource.ErrInvalidField{Name: "owner.uid", Wrapped: resource.ErrMissing}))
+	}
+	// Consul's rule: listing what an owner owns is listing the owner's
+	// type, in the owner's tenancy; what is listed is then filtered by read
+	// access, item by item.
+	if err := aclError(ownerReg.AuthorizeList(authz, owner.Tenancy)); err != nil {
+		return nil, s.fail("ListByOwner", owner, err)
 	}
 	if req.PageSize > MaxListPageSize {
 		return nil, s.fail("ListByOwner", owner, invalidField("page_size", "%d is above the maximum of %d", req.PageSize, MaxListPageSize))

@@ -12,13 +12,16 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
 )
 
 // MutateAndValidate runs the checks a Write would run on the resource by
 // itself (ID, tenancy, data, owner format, the limits on metadata and size)
 // and the type's Mutate and Validate hooks, and returns the mutated
 // resource without storing it. Nothing about the stored state is checked
-// (owner existence, versions, status).
+// (owner existence, versions, status), but for its ACLs: as on Write, a
+// resource stored under the name in another GroupVersion must be writable
+// as that type too.
 func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAndValidateRequest) (*pbresource.MutateAndValidateResponse, error) {
 	authz, err := s.authorizer(ctx)
 	if err != nil {
@@ -38,6 +41,15 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 	}
 	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
 		return nil, s.fail("MutateAndValidate", res.Id, err)
+	}
+	stored, err := s.readStored(ctx, storage.EventualConsistency, res.Id)
+	if err != nil {
+		return nil, s.fail("MutateAndValidate", res.Id, storageError(err))
+	}
+	if stored != nil && !sameGroupVersion(res.Id, stored) {
+		if err := s.authorizeWriteAsStored(authz, reg, stored); err != nil {
+			return nil, s.fail("MutateAndValidate", res.Id, err)
+		}
 	}
 	return &pbresource.MutateAndValidateResponse{Resource: res}, nil
 }

@@ -45,7 +45,7 @@ func (s *Server) readError(authz resource.Authorizer, reg resource.Registered, i
 		return status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id))
 	}
 	if stored := mismatchedStored(err); stored != nil {
-		if err := aclError(s.registrationOf(reg, stored).AuthorizeRead(authz, id, stored)); err != nil {
+		if err := s.authorizeReadStored(authz, reg, id, stored); err != nil {
 			return err
 		}
 		return status.Errorf(codes.InvalidArgument,

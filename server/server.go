@@ -45,9 +45,18 @@
 //   - An owner given on create must exist (InvalidArgument naming owner
 //     otherwise); on update the owner must be given exactly as stored (its
 //     Uid may be left out); leaving it out or changing it is InvalidArgument.
-//   - Read checks the caller's right to read before reporting that the
-//     resource is stored under another GroupVersion, so the mismatch error
-//     reveals nothing to a caller who may not read it.
+//   - A resource stored under another GroupVersion than a request names is
+//     authorized as both types (authorize.go): Write, WriteStatus, Delete,
+//     finalizer removal and MutateAndValidate need write access as each,
+//     Read read access as each (before the mismatch is reported), and a
+//     WatchList shows it only to a caller that may read and list it as
+//     its own type. Write, WriteStatus and Delete authorize before telling
+//     anything about what is stored (NotFound, Uid, version).
+//   - Naming an owner on create needs read access to it: without it the
+//     Write is PermissionDenied whether or not the owner exists, and a
+//     wrong owner Uid is InvalidArgument without the stored one.
+//     ListByOwner needs list access to the owner's type in its tenancy,
+//     as on Consul.
 //   - List returns only resources stored under the requested GroupVersion;
 //     WatchList delivers every resource of the type's Group and Kind,
 //     whatever GroupVersion it is stored under (consumers check the type).
@@ -79,8 +88,10 @@
 //     storage.Fence): every backend write the request makes carries it, and
 //     a backend that refuses it (the term has ended) makes the request fail
 //     with FailedPrecondition ("write fenced: leadership has moved") at once,
-//     without the retries of a blanket write. A malformed fence is
-//     InvalidArgument. A request that needs no backend write (a no-op Write,
+//     without the retries of a blanket write. A malformed fence, or one
+//     whose key the backend refuses as not one of its leader keys
+//     (storage.FenceChecker), is InvalidArgument; a caller not allowed to
+//     present fences (resource.CapabilityFence) is PermissionDenied. A request that needs no backend write (a no-op Write,
 //     deleting what is gone) succeeds whatever its fence.
 //   - A blanket Write that includes a status must include the stored one;
 //     read-modify-write clients that race with status writers should leave
@@ -350,6 +361,8 @@ func storageError(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, storage.ErrFenced):
 		return fencedError{status.Newf(codes.FailedPrecondition, "%s; nothing was written (%v)", fencedMessage, err)}
+	case errors.Is(err, storage.ErrInvalidFence):
+		return status.Errorf(codes.InvalidArgument, "metadata %s: %v", resource.FenceMetadataKey, err)
 	case errors.Is(err, storage.ErrOwnerNotFound):
 		return invalidField("owner", "%v", err)
 	case errors.Is(err, storage.ErrNotFound):

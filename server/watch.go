@@ -63,7 +63,7 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 			return s.fail("WatchList", nil, invalidField("since_version", "%q is not a version (a decimal number)", resource.Truncate(v)))
 		}
 	}
-	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, authz: authz, reg: reg}
+	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, authz: authz, reg: reg, tenancy: tenancy}
 	w, resumed, err := s.openWatch(ctx, req, tenancy)
 	if err != nil {
 		return src.ended(ctx, err) // ctx may have ended already
@@ -99,6 +99,7 @@ type watchSource struct {
 	w              storage.Watch
 	authz          resource.Authorizer
 	reg            resource.Registered
+	tenancy        *pbresource.Tenancy // the watch's, normalized
 	// deltas is set while the events are changes (after the snapshot, or
 	// from the start of a resumed stream), which backends may share
 	// between watches. Only next uses it.
@@ -121,7 +122,7 @@ func (src *watchSource) next(ctx context.Context) (ev *pbresource.WatchEvent, sh
 			return nil, false, src.ended(ctx, err)
 		}
 		if res := eventResource(ev); res != nil {
-			if err := src.s.registrationOf(src.reg, res).AuthorizeRead(src.authz, res.Id, res); err != nil {
+			if err := src.s.authorizeWatched(src.authz, src.reg, src.tenancy, res); err != nil {
 				if isDenied(err) {
 					continue
 				}

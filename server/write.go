@@ -27,7 +27,7 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
-	ctx, err = withFence(ctx)
+	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
 		return nil, s.fail("Write", req.GetResource().GetId(), err)
 	}
@@ -40,7 +40,7 @@ func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbre
 	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
 		return nil, s.fail("Write", res.GetId(), err)
 	}
-	out, err := s.write(ctx, b, data)
+	out, err := s.write(ctx, authz, reg, b, data)
 	if err != nil {
 		return nil, s.fail("Write", res.GetId(), err)
 	}
@@ -65,6 +65,8 @@ type writeMessages struct {
 // writeIntent is what the caller of Write asked for. The server's copy of
 // the request's resource is rebuilt from it on every attempt of the loop.
 type writeIntent struct {
+	authz    resource.Authorizer  // the caller's
+	reg      resource.Registered  // the requested type's
 	res      *pbresource.Resource // the server's copy, mutated and validated; reused as the write's message
 	idBuf    *pbresource.ID       // where res.Id is copied to give it a Uid (see withUidIn)
 	data     proto.Message        // res.Data decoded
@@ -82,9 +84,11 @@ func (in *writeIntent) cas() bool { return in.version != "" }
 // strongly consistent read.
 var errRetry = errors.New("retry")
 
-func (s *Server) write(ctx context.Context, b *writeMessages, data proto.Message) (*pbresource.Resource, error) {
+func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resource.Registered, b *writeMessages, data proto.Message) (*pbresource.Resource, error) {
 	res := &b.res
 	in := &writeIntent{
+		authz:    authz,
+		reg:      reg,
 		res:      res,
 		idBuf:    &b.id,
 		data:     data,
@@ -202,12 +206,18 @@ func (s *Server) create(ctx context.Context, in *writeIntent, consistency storag
 }
 
 // resolveOwner checks that the owner exists (with the given Uid, if any) and
-// sets in.owner's Uid to the stored owner's.
+// sets in.owner's Uid to the stored owner's. Naming an owner needs read
+// access to it: a caller who may not read it gets PermissionDenied whether
+// or not it exists, and errors never tell the stored owner's Uid.
 func (s *Server) resolveOwner(ctx context.Context, in *writeIntent, consistency storage.ReadConsistency) error {
 	o := in.owner
-	stored, err := s.readStored(ctx, consistency, &pbresource.ID{Type: o.Type, Tenancy: o.Tenancy, Name: o.Name})
+	name := &pbresource.ID{Type: o.Type, Tenancy: o.Tenancy, Name: o.Name}
+	stored, err := s.readStored(ctx, consistency, name)
 	if err != nil {
 		return storageError(err)
+	}
+	if err := s.authorizeOwner(in.authz, name, stored); err != nil {
+		return err
 	}
 	if stored == nil || (in.ownerUid != "" && stored.Id.Uid != in.ownerUid) {
 		if consistency == storage.EventualConsistency {
@@ -216,8 +226,8 @@ func (s *Server) resolveOwner(ctx context.Context, in *writeIntent, consistency 
 		if stored == nil {
 			return invalidField("owner", "resource %s does not exist", resource.ReferenceString(o))
 		}
-		return invalidField("owner", "resource %s with uid %s does not exist (the stored one has uid %s)",
-			resource.ReferenceString(o), in.ownerUid, stored.Id.Uid)
+		return invalidField("owner", "resource %s with uid %s does not exist (it was deleted, and maybe created again); leave owner.uid empty to name the current one",
+			resource.ReferenceString(o), resource.Quote(in.ownerUid))
 	}
 	in.owner = withUid(o, stored.Id.Uid)
 	return nil
@@ -225,6 +235,14 @@ func (s *Server) resolveOwner(ctx context.Context, in *writeIntent, consistency 
 
 // update handles a Write when a resource is stored under the name.
 func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource.Resource, consistency storage.ReadConsistency) (*pbresource.Resource, error) {
+	// The requested type is authorized (Write); a resource stored under
+	// another GroupVersion is also authorized as what it is, before
+	// anything about it is told.
+	if !sameGroupVersion(in.res.Id, stored) {
+		if err := s.authorizeWriteAsStored(in.authz, in.reg, stored); err != nil {
+			return nil, err
+		}
+	}
 	if in.uid != "" && in.uid != stored.Id.Uid {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",

@@ -24,7 +24,7 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
-	ctx, err = withFence(ctx)
+	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
@@ -68,7 +68,16 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 		if stale {
 			return nil, errRetry
 		}
+		// Only a caller allowed to write it may learn that it is gone.
+		if err := aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}, nil)); err != nil {
+			return nil, err
+		}
 		return nil, status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id))
+	}
+	// Authorized before anything about stored is told: its Uid, its
+	// version.
+	if err := s.authorizeWriteStored(authz, reg, id, stored); err != nil {
+		return nil, err
 	}
 	if stored.Id.Uid != id.Uid {
 		if stale {
@@ -86,10 +95,6 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 			"version %s does not match the stored version %q: the resource changed since it was read",
 			resource.Quote(req.Version), stored.Version)
 	}
-	if err := aclError(s.registrationOf(reg, stored).AuthorizeWrite(authz, stored, nil)); err != nil {
-		return nil, err
-	}
-
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
 	}

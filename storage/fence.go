@@ -46,3 +46,17 @@ func FenceFrom(ctx context.Context) (Fence, bool) {
 	f, ok := ctx.Value(fenceContextKey{}).(Fence)
 	return f, ok
 }
+
+// ErrInvalidFence means a Fence names a key that is not one of the
+// backend's leader keys. Nothing was read or written: a backend that
+// fences refuses such a fence before it looks at its store, so fences
+// cannot be used to probe which keys exist.
+var ErrInvalidFence = errors.New("fence: not a leader key of this store")
+
+// FenceChecker is implemented by a backend that fences. CheckFence returns
+// an error wrapping ErrInvalidFence when f cannot name one of the backend's
+// leadership terms (for etcd, a key other than its leader keys); WriteCAS
+// and DeleteCAS refuse such a fence the same way.
+type FenceChecker interface {
+	CheckFence(f Fence) error
+}

@@ -311,10 +311,12 @@ func TestCLIWithTLSAndToken(t *testing.T) {
     secret: "writer-secret"
     rules:
       - {type: "clitest.*.*", partition: "*", namespace: "*", access: write}
+      - {capability: reflection}
   - name: reader
     secret: "reader-secret"
     rules:
       - {type: "clitest.*.*", partition: "*", namespace: "*", access: read}
+      - {capability: reflection}
 `)
 	addr := startWidgetServer(t, "-tls-cert", certFile, "-tls-key", keyFile, "-tls-client-ca", caFile, "-acl-file", aclFile)
 	tlsFlags := []string{"-tls-ca", caFile, "-tls-cert", certFile, "-tls-key", keyFile}

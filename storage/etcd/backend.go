@@ -282,7 +282,10 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 			return nil, fmt.Errorf("owner: %w", err)
 		}
 	}
-	fence, fenced := fenceFrom(ctx)
+	fence, fenced, err := b.fenceFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if res.Version == "" {
 		return b.create(ctx, res, fence, fenced)
 	}
@@ -640,7 +643,10 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		}
 		tombValue = string(value)
 	}
-	fence, fenced := fenceFrom(ctx)
+	fence, fenced, err := b.fenceFrom(ctx)
+	if err != nil {
+		return err
+	}
 	rk := b.keys.resource(id)
 	resp, err := b.get(ctx, storage.StrongConsistency, rk)
 	if err != nil {

@@ -24,14 +24,16 @@ func wireOnEtcd(ctx context.Context, registry resource.Registry, logger hclog.Lo
 	if err != nil {
 		return nil, err
 	}
+	backend := loometcd.New(client, loometcd.WithPrefix("/loom"))
 	srv := server.New(server.Config{
-		Backend:  loometcd.New(client, loometcd.WithPrefix("/loom")),
+		Backend:  backend,
 		Registry: registry,
 	})
 	resourceClient := server.NewInProcessClient(srv)
 
-	// One Lease per server process; every server campaigns under the same key.
-	lease, err := loometcd.NewLease(ctx, client, "/loom/leader", 15*time.Second)
+	// One Lease per server process; every server campaigns under the same
+	// key, the backend's (fences name only its leader keys).
+	lease, err := loometcd.NewLease(ctx, client, backend.ElectionKey(), 15*time.Second)
 	if err != nil {
 		return nil, err
 	}

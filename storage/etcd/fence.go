@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -38,9 +39,39 @@ func WithFence(ctx context.Context, key string, rev int64) context.Context {
 	return storage.WithFence(ctx, storage.Fence{Key: key, Revision: rev})
 }
 
-func fenceFrom(ctx context.Context) (fenceToken, bool) {
+// fenceFrom returns the fence of ctx, if any, after checking it
+// (CheckFence).
+func (b *Backend) fenceFrom(ctx context.Context) (fenceToken, bool, error) {
 	f, ok := storage.FenceFrom(ctx)
-	return fenceToken{key: f.Key, rev: f.Revision}, ok
+	if !ok {
+		return fenceToken{}, false, nil
+	}
+	if err := b.CheckFence(f); err != nil {
+		return fenceToken{}, false, err
+	}
+	return fenceToken{key: f.Key, rev: f.Revision}, true, nil
+}
+
+// leaderDir follows the backend's prefix in its election key.
+const leaderDir = "/leader"
+
+// ElectionKey is the election key of this backend's leader leases: the
+// backend's prefix followed by "/leader" ("/loom/leader" by default). Pass
+// it to NewLease: the backend accepts fences only for the leader keys of
+// elections under it.
+func (b *Backend) ElectionKey() string { return b.keys.prefix + leaderDir }
+
+// CheckFence implements storage.FenceChecker: f must name a leader key of
+// an election under ElectionKey, that is ElectionKey, "/" and an etcd
+// lease ID in hexadecimal, as NewLease's elections create them. Any other
+// key is refused with an error wrapping storage.ErrInvalidFence, without
+// asking etcd: a fence is then no way to learn whether some key exists.
+func (b *Backend) CheckFence(f storage.Fence) error {
+	id, ok := strings.CutPrefix(f.Key, b.ElectionKey()+"/")
+	if !ok || len(id) == 0 || len(id) > 16 || strings.Trim(id, "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: a fence names a leader key under %s", storage.ErrInvalidFence, b.ElectionKey())
+	}
+	return nil
 }
 
 // fenceFailure returns ErrFenced when a failed transaction's fence compare

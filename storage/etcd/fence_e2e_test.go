@@ -36,7 +36,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	client := server.NewInProcessClient(svc)
 	ctx := testContext(t)
 
-	key := newPrefix() + "/leader"
+	key := be.ElectionKey()
 	const ttl = 2 * time.Second
 	p := newProxy(t)
 	leaseCtx, stopLeases := context.WithCancel(context.Background())

@@ -148,8 +148,8 @@ func TestLeaseStepsDownBeforeExpiry(t *testing.T) {
 // TestFencedWrites checks that writes made under a term's fence land while
 // the term lasts and are refused once the lease moved to another member.
 func TestFencedWrites(t *testing.T) {
-	key := newPrefix() + "/leader"
 	be := newTestBackend(t)
+	key := be.ElectionKey()
 	ctxA, cancelA := context.WithCancel(context.Background())
 	defer cancelA()
 	a := startLease(t, ctxA, key, 10*time.Second, "a")
