@@ -38,16 +38,13 @@ package host
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/loomrt/loom/internal/daemon"
 
@@ -268,19 +265,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 
 	var serving atomic.Bool // for /readyz
-	lis, err := net.Listen("tcp", f.grpcAddr)
+	lis, err := listenGRPC(f)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) && f.grpcAddr == DefaultGRPCAddr {
-			err = fmt.Errorf("%w (a Consul agent's gRPC port is 8502 too: choose another with -grpc-addr)", err)
-		}
 		return err
 	}
-
 	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr})
 	if err != nil {
 		lis.Close()
 		return err
 	}
+	mustRegisterConnMetrics(metrics, lis, httpSrv)
+	logConnLimits(f, logger)
 
 	if lease == nil {
 		mgr.SetLeader(true)
