@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
@@ -268,29 +267,6 @@ func holdKeepAlives(t *testing.T, addr string, n int) int {
 	return n
 }
 
-// freshGet GETs url (host:port/path) on a connection of its own and
-// returns the body of a 200 answer.
-func freshGet(ctx context.Context, url string) (string, error) {
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+url, nil)
-	if err != nil {
-		return "", err
-	}
-	rsp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer rsp.Body.Close()
-	body, err := io.ReadAll(rsp.Body)
-	if err != nil {
-		return "", err
-	}
-	if rsp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %d", rsp.StatusCode)
-	}
-	return string(body), nil
-}
-
 // freshRead reads id on a gRPC connection of its own.
 func freshRead(ctx context.Context, t *testing.T, addr string, id *pbresource.ID) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -300,25 +276,4 @@ func freshRead(ctx context.Context, t *testing.T, addr string, id *pbresource.ID
 	defer conn.Close()
 	_, err = pbresource.NewResourceServiceClient(conn).Read(ctx, &pbresource.ReadRequest{Id: id})
 	return err
-}
-
-// metric returns the value of the sample named (with its labels) on the
-// /metrics of the HTTP endpoints at addr.
-func metric(t *testing.T, addr, sample string) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	body, err := freshGet(ctx, addr+"/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("/metrics has no %s", sample)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		t.Fatalf("/metrics: %s: %v", sample, err)
-	}
-	return int(v)
 }

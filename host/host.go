@@ -292,8 +292,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
 		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
 	)
+	closeAudit := func() {}
 	if acls != nil {
-		audit := auditor{acls: acls, logger: logger.Named("audit")}
+		audit := newAuditor(acls, logger.Named("audit"), metrics)
+		closeAudit = audit.Close
+		defer closeAudit()
 		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
 	}
 	grpcOpts = append(grpcOpts, limitOptions(f)...)
@@ -354,6 +357,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	svc.Shutdown()
 	beginShutdown()
 	stopGRPC(gs, &unary, f.shutdownTimeout, shutdownStreamGrace, logger)
+	closeAudit() // the refusals not logged yet
 	stopMgr()
 	if err := <-mgrDone; err != nil {
 		logger.Error("controller manager", "error", err)
