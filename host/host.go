@@ -17,12 +17,14 @@
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
-// limits on connections and messages (-handshake-timeout,
-// -max-streams-per-conn, -max-recv-msg-bytes, and keepalive:
-// -keepalive-min-time, -keepalive-time, -max-conn-idle). With ACLs on,
-// every refused request has an info log line naming the token (never its
-// secret). A certificate or ACL file that cannot be loaded stops it at
-// start.
+// limits on connections and messages (-max-conns, -max-http-conns,
+// -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
+// keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle). With
+// ACLs on, refused requests have info log lines naming the token (never
+// its secret): the first at once, then one line per 10 s counting the
+// refusals since, per token, method and code; loom_requests_denied_total
+// counts every one. A certificate or ACL file that cannot be loaded stops
+// it at start.
 // cmd/loom's `loom server` is such a host, serving the example types.
 //
 // Controllers can run in processes of their own instead: package remote is
