@@ -90,6 +90,8 @@ type config struct {
 	keepaliveMinTime time.Duration
 	keepaliveTime    time.Duration
 	maxConnIdle      time.Duration
+	maxConns         int
+	maxHTTPConns     int
 }
 
 func parseFlags(o *options, args []string, output io.Writer) (config, error) {
@@ -148,6 +150,10 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"how long a connection may be silent before the server pings the client, closing the connection (and its watches) when no answer comes within 20s (at least 1s)")
 	fs.DurationVar(&f.maxConnIdle, "max-conn-idle", defaultMaxConnIdle,
 		"how long a connection with no call or watch open is kept before the server closes it (clients reconnect when they next call)")
+	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns(fdLimit(), daemon.DefaultMaxHTTPConns),
+		"most gRPC connections open at a time: a new one beyond it is closed at once (loom_connections_refused_total) while those open keep working (default: the limit on open files, less -max-http-conns, less 128 and a 16th of the limit for storage and files)")
+	fs.IntVar(&f.maxHTTPConns, "max-http-conns", daemon.DefaultMaxHTTPConns,
+		"most connections the HTTP endpoints hold open at a time: a new one beyond it takes the place of the longest-idle keep-alive, or is closed at once when none is idle")
 	f.etcd.register(fs)
 	for _, add := range o.flags {
 		add(fs)

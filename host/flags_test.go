@@ -52,6 +52,8 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-dev", "-keepalive-min-time", "0s"}, wantErr: "-keepalive-min-time", usage: true},
 		{args: []string{"-dev", "-keepalive-time", "500ms"}, wantErr: "-keepalive-time must be at least 1s", usage: true},
 		{args: []string{"-dev", "-max-conn-idle", "-1s"}, wantErr: "-max-conn-idle", usage: true},
+		{args: []string{"-dev", "-max-conns", "0"}, wantErr: "-max-conns must be positive", usage: true},
+		{args: []string{"-dev", "-max-http-conns", "0"}, wantErr: "-max-http-conns must be positive", usage: true},
 		{args: []string{"-dev", "-tls-key", "k.pem"}, wantErr: "-tls-cert and -tls-key", usage: true},
 		{args: []string{"-dev", "-reload-interval", "0s"}, wantErr: "-reload-interval must be positive", usage: true},
 		{args: []string{"-dev", "-tls-client-ca", "ca.pem"}, wantErr: "-tls-client-ca needs", usage: true},
@@ -126,6 +128,40 @@ func TestMaxRecvMsgDefault(t *testing.T) {
 		}
 		if f.maxRecvMsg != tc.want {
 			t.Errorf("%q: largest message received %d, want %d", tc.args, f.maxRecvMsg, tc.want)
+		}
+	}
+}
+
+// TestMaxConnsDefault: -max-conns follows the limit on open files, less
+// the HTTP endpoints' connections (none when they are off) and the
+// reserve, unless given.
+func TestMaxConnsDefault(t *testing.T) {
+	fds := fdLimit()
+	if fds == 0 || fds > fdLimitCounted {
+		t.Skipf("the limit on open files (%d) is unknown or beyond what the default counts", fds)
+	}
+	n := int(fds)
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-dev"}, n - 128 - 128 - n/16},
+		{[]string{"-dev", "-max-http-conns", "10"}, n - 10 - 128 - n/16},
+		{[]string{"-dev", "-http-addr", ""}, n - 128 - n/16},
+		{[]string{"-dev", "-max-conns", "7"}, 7},
+	} {
+		f, err := parseFlags(&options{name: "loom server"}, tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if f.maxConns != tc.want {
+			t.Errorf("%q: -max-conns %d, want %d (limit on open files %d)", tc.args, f.maxConns, tc.want, fds)
+		}
+	}
+	// What is left for connections, for a few limits (0: unknown).
+	for fds, want := range map[uint64]int{0: 4096 - 128 - 128 - 256, 1024: 1024 - 128 - 128 - 64, 300: 300 - 128 - 128 - 18, 250: 0, 1 << 40: 1<<20 - 128 - 128 - 1<<16} {
+		if got := defaultMaxConns(fds, 128); got != want {
+			t.Errorf("defaultMaxConns(%d, 128) = %d, want %d", fds, got, want)
 		}
 	}
 }

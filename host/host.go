@@ -17,11 +17,13 @@
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
-// limits on connections and messages (-handshake-timeout,
-// -max-streams-per-conn, -max-recv-msg-bytes, and keepalive:
-// -keepalive-min-time, -keepalive-time, -max-conn-idle). With ACLs on,
-// every refused request has an info log line naming the token (never its
-// secret). A certificate or ACL file that cannot be loaded, or a
+// limits on connections and messages (-max-conns, -max-http-conns,
+// -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
+// keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle). With
+// ACLs on, refused requests have info log lines naming the token (never
+// its secret): the first at once, then one line per 10 s counting the
+// refusals since, per token, method and code; loom_requests_denied_total
+// counts every one. A certificate or ACL file that cannot be loaded, or a
 // certificate out of its validity window, stops it at start; ACLs without
 // TLS on a non-loopback address get a warning.
 // cmd/loom's `loom server` is such a host, serving the example types.
@@ -39,16 +41,13 @@ package host
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/loomrt/loom/internal/daemon"
 
@@ -273,11 +272,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 
 	var serving atomic.Bool // for /readyz
-	lis, err := net.Listen("tcp", f.grpcAddr)
+	lis, err := listenGRPC(f)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) && f.grpcAddr == DefaultGRPCAddr {
-			err = fmt.Errorf("%w (a Consul agent's gRPC port is 8502 too: choose another with -grpc-addr)", err)
-		}
 		return err
 	}
 	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
@@ -287,6 +283,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		lis.Close()
 		return err
 	}
+	mustRegisterConnMetrics(metrics, lis, httpSrv)
+	logConnLimits(f, logger)
 
 	if lease == nil {
 		mgr.SetLeader(true)
@@ -303,8 +301,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
 		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
 	)
+	closeAudit := func() {}
 	if acls != nil {
-		audit := auditor{acls: acls, logger: logger.Named("audit")}
+		audit := newAuditor(acls, logger.Named("audit"), metrics)
+		closeAudit = audit.Close
+		defer closeAudit()
 		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
 	}
 	grpcOpts = append(grpcOpts, limitOptions(f)...)
@@ -369,6 +370,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	svc.Shutdown()
 	beginShutdown()
 	stopGRPC(gs, &unary, f.shutdownTimeout, shutdownStreamGrace, logger)
+	closeAudit() // the refusals not logged yet
 	stopMgr()
 	if err := <-mgrDone; err != nil {
 		logger.Error("controller manager", "error", err)

@@ -52,14 +52,15 @@ func (r readiness) options() []observe.Option {
 	}
 }
 
-// listenHTTP listens on f.httpAddr for the metrics of g, the probes of
-// ready and, with -pprof, the profiler. Nil without -http-addr.
+// listenHTTP listens on f.httpAddr, holding at most -max-http-conns
+// connections, for the metrics of g, the probes of ready and, with -pprof,
+// the profiler. Nil without -http-addr.
 func listenHTTP(f config, g prometheus.Gatherer, ready readiness) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}
-	return daemon.ListenHTTP(f.httpAddr, opts...)
+	return daemon.ListenHTTP(f.httpAddr, f.maxHTTPConns, opts...)
 }
 
 // watchCounter is a backend that counts its watches (both of Loom's do).

@@ -3,8 +3,13 @@ package host_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,4 +84,48 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// freshGet GETs url (host:port/path) on a connection of its own and
+// returns the body of a 200 answer.
+func freshGet(ctx context.Context, url string) (string, error) {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+url, nil)
+	if err != nil {
+		return "", err
+	}
+	rsp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(rsp.Body)
+	if err != nil {
+		return "", err
+	}
+	if rsp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", rsp.StatusCode)
+	}
+	return string(body), nil
+}
+
+// metric returns the value of the sample named (with its labels) on the
+// /metrics of the HTTP endpoints at addr.
+func metric(t *testing.T, addr, sample string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body, err := freshGet(ctx, addr+"/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("/metrics has no %s", sample)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("/metrics: %s: %v", sample, err)
+	}
+	return int(v)
 }

@@ -5,6 +5,12 @@
 // /healthz answers 200 while the process serves HTTP at all. /readyz runs
 // every readiness check (each within a deadline) and answers 200 "ok" when
 // all pass, or 503 with one line naming the first that failed and why.
+//
+// Every response must be written within a deadline (DefaultWriteTimeout),
+// so that a client that stops reading does not hold its connection; a
+// profile or trace gets its duration on top. The deadline is set per
+// request rather than as the http.Server's WriteTimeout, which would make
+// net/http/pprof refuse profiles longer than it.
 package observe
 
 import (
@@ -12,15 +18,24 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// DefaultCheckTimeout bounds each readiness check unless WithCheckTimeout
-// says otherwise.
-const DefaultCheckTimeout = 2 * time.Second
+const (
+	// DefaultCheckTimeout bounds each readiness check unless
+	// WithCheckTimeout says otherwise.
+	DefaultCheckTimeout = 2 * time.Second
+	// DefaultWriteTimeout is how long a response may take to write unless
+	// WithWriteTimeout says otherwise.
+	DefaultWriteTimeout = time.Minute
+	// defaultProfileSeconds is net/http/pprof's profile duration when the
+	// request names none (a trace's is shorter).
+	defaultProfileSeconds = 30
+)
 
 // Option configures NewHandler.
 type Option func(*config)
@@ -29,6 +44,7 @@ type config struct {
 	gatherer prometheus.Gatherer
 	checks   []check
 	timeout  time.Duration
+	write    time.Duration
 	pprof    bool
 }
 
@@ -50,6 +66,10 @@ func WithReadiness(name string, fn func(context.Context) error) Option {
 // WithCheckTimeout sets how long a readiness check may take.
 func WithCheckTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
+// WithWriteTimeout sets how long a response may take to write before its
+// connection is closed (a profile or trace: its duration plus d).
+func WithWriteTimeout(d time.Duration) Option { return func(c *config) { c.write = d } }
+
 // WithPprof serves Go's profiler under /debug/pprof/. Leave it off unless
 // the endpoint is private: profiles reveal a lot about a process.
 func WithPprof() Option { return func(c *config) { c.pprof = true } }
@@ -57,7 +77,7 @@ func WithPprof() Option { return func(c *config) { c.pprof = true } }
 // NewHandler returns the handler of the endpoints the options turn on
 // (/healthz and /readyz always).
 func NewHandler(opts ...Option) http.Handler {
-	c := config{timeout: DefaultCheckTimeout}
+	c := config{timeout: DefaultCheckTimeout, write: DefaultWriteTimeout}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -81,11 +101,34 @@ func NewHandler(opts ...Option) http.Handler {
 	if c.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/profile", forDuration(pprof.Profile, c.write))
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/trace", forDuration(pprof.Trace, c.write))
 	}
-	return mux
+	write := c.write
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setWriteDeadline(w, write)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// forDuration moves the write deadline of a profile or trace past the
+// duration its request asks for (the "seconds" parameter).
+func forDuration(h http.HandlerFunc, write time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sec, err := strconv.ParseInt(r.FormValue("seconds"), 10, 64)
+		if err != nil || sec <= 0 {
+			sec = defaultProfileSeconds
+		}
+		setWriteDeadline(w, time.Duration(sec)*time.Second+write)
+		h(w, r)
+	}
+}
+
+// setWriteDeadline gives the response d to be written; where the writer
+// cannot have a deadline (a test's recorder), it has none.
+func setWriteDeadline(w http.ResponseWriter, d time.Duration) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
 }
 
 // run runs one check within timeout; a check that overruns fails even if

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,4 +78,46 @@ func TestReadinessCheckThatHangsFails(t *testing.T) {
 	code, body := get(t, h, "/readyz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "not ready: stuck: no answer within")
+}
+
+// TestStalledReaderIsCutOff: a client that asks for a response and stops
+// reading it loses its connection once the write timeout has passed,
+// while a profile longer than that timeout is still served.
+func TestStalledReaderIsCutOff(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	// Far more than the socket buffers hold, so the write blocks.
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "loom_test_big", Help: strings.Repeat("x", 32<<20)}))
+	closed := make(chan struct{}, 1)
+	srv := httptest.NewUnstartedServer(observe.NewHandler(observe.WithMetrics(reg), observe.WithPprof(),
+		observe.WithWriteTimeout(time.Second)))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() }) // before srv.Close
+	_, err = io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: loom\r\n\r\n")
+	require.NoError(t, err)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection of a client that stopped reading was still open after 10s")
+	}
+
+	// A two-second profile outlasts the timeout and is served whole.
+	rsp, err := http.Get(srv.URL + "/debug/pprof/profile?seconds=2")
+	require.NoError(t, err)
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(rsp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, rsp.StatusCode, string(body))
+	assert.NotEmpty(t, body)
 }

@@ -56,5 +56,5 @@ func listenHTTP(f config, g prometheus.Gatherer, ready *readiness) (*daemon.HTTP
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}
-	return daemon.ListenHTTP(f.httpAddr, opts...)
+	return daemon.ListenHTTP(f.httpAddr, daemon.DefaultMaxHTTPConns, opts...)
 }

@@ -34,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/loomrt/loom/internal/connlimit"
 	"github.com/loomrt/loom/internal/daemon"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -186,6 +187,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	pr := &parts{logger: logger, mgr: mgr, lease: lease, ready: &readiness{mgr: mgr, lease: lease}}
 	if pr.http, err = listenHTTP(f, metrics, pr.ready); err != nil {
 		return err
+	}
+	if pr.http != nil {
+		metrics.MustRegister(connlimit.Collector{"http": pr.http.Conns()})
 	}
 	return pr.run(ctx, o, f)
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/loomrt/loom/internal/connlimit"
 	"github.com/loomrt/loom/observe"
 )
 
@@ -58,18 +60,36 @@ func Main(name string, run func(ctx context.Context) error) {
 	}
 }
 
+const (
+	// DefaultMaxHTTPConns is the most connections the HTTP endpoints hold
+	// open at a time unless told otherwise (the host's -max-http-conns):
+	// ample for probes, scrapes and profiles, few enough to leave the
+	// process its file descriptors.
+	DefaultMaxHTTPConns = 128
+	// httpReadHeaderTimeout bounds how long a request's header may take to
+	// arrive; httpIdleTimeout how long a keep-alive connection waits for
+	// its next request. (Responses have their deadline per request: see
+	// package observe.)
+	httpReadHeaderTimeout = 10 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
 // HTTPServer serves the observe endpoints (/metrics, /healthz, /readyz,
-// pprof) on a listener of its own.
+// pprof) on a listener of its own, holding at most its own bound of
+// connections open: when they are all in use, a new one takes the place of
+// the longest-idle keep-alive connection, or is refused when none is idle
+// (see package connlimit). Whatever the gRPC side holds, /healthz still
+// answers.
 type HTTPServer struct {
 	srv  *http.Server
-	lis  net.Listener
+	lis  *connlimit.Listener
 	done chan error
 }
 
 // ListenHTTP listens on addr (the -http-addr flag's value) for an
-// observe.NewHandler(opts...). It returns nil, and no error, when addr is
-// empty: the endpoints are off.
-func ListenHTTP(addr string, opts ...observe.Option) (*HTTPServer, error) {
+// observe.NewHandler(opts...), holding at most maxConns connections open.
+// It returns nil, and no error, when addr is empty: the endpoints are off.
+func ListenHTTP(addr string, maxConns int, opts ...observe.Option) (*HTTPServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -80,12 +100,26 @@ func ListenHTTP(addr string, opts ...observe.Option) (*HTTPServer, error) {
 		}
 		return nil, fmt.Errorf("-http-addr: %w", err)
 	}
+	limited := connlimit.NewListener(lis, maxConns)
 	return &HTTPServer{
-		srv:  &http.Server{Handler: observe.NewHandler(opts...), ReadHeaderTimeout: 10 * time.Second},
-		lis:  lis,
+		srv: &http.Server{
+			Handler:           observe.NewHandler(opts...),
+			ReadHeaderTimeout: httpReadHeaderTimeout,
+			IdleTimeout:       httpIdleTimeout,
+			// A connection that has not begun a request may make room for
+			// a new one; one in the middle of a request may not.
+			ConnState: func(c net.Conn, s http.ConnState) {
+				limited.SetIdle(c, s == http.StateNew || s == http.StateIdle)
+			},
+		},
+		lis:  limited,
 		done: make(chan error, 1),
 	}, nil
 }
+
+// Conns returns the listener that bounds the server's connections, for
+// its metrics (connlimit.Collector).
+func (h *HTTPServer) Conns() *connlimit.Listener { return h.lis }
 
 // Addr returns the address it listens on, the port chosen when addr asked
 // for port 0.
