@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/loomrt/loom/proto/pbresource"
@@ -50,6 +54,39 @@ const (
 	MaxStatusKeys = 32
 )
 
+// The bounds on List and ListByOwner responses. A response holds the
+// stored resources themselves (nothing is copied until gRPC marshals it),
+// so what a List costs the server is, about, its marshalled size and the
+// copies gRPC makes of it while it sends it: the bounds are on that size,
+// counted as the response is filled.
+const (
+	// DefaultMaxListBytes bounds the encoded size of a List or ListByOwner
+	// response when Config.MaxListBytes is zero: 32 MiB. A List without
+	// page_size or page_token (as Consul's clients send) whose answer
+	// would be bigger is ResourceExhausted, telling the client to page; a
+	// page that would be bigger ends early, with a next_page_token. An
+	// unpaged answer of that size is already eight times what a gRPC
+	// client receives by default (4 MiB).
+	DefaultMaxListBytes = 32 << 20
+
+	// DefaultMaxLargeLists is how many large Lists (and ListByOwners) a
+	// server builds at once when Config.MaxLargeLists is zero. A List is
+	// large once its response passes LargeListBytes; it then waits up to
+	// LargeListWait for one of these slots, and is ResourceExhausted if
+	// none frees up.
+	DefaultMaxLargeLists = 4
+
+	// LargeListBytes is the response size from which a List counts as
+	// large: gRPC's default limit on a message a client receives (4 MiB),
+	// so the Lists a default client can receive at all are never held up.
+	LargeListBytes = 4 << 20
+
+	// LargeListWait is how long a large List waits for a slot (see
+	// DefaultMaxLargeLists) before it is refused, unless its deadline
+	// comes first.
+	LargeListWait = time.Second
+)
+
 // limits are the limits a Server enforces. They are fields, not the
 // constants themselves, so that tests and benchmarks of this package can
 // lift them.
@@ -61,13 +98,22 @@ type limits struct {
 	metadataKey   int
 	metadataValue int
 	statusKeys    int
+	listBytes     int           // see DefaultMaxListBytes
+	largeList     int           // see LargeListBytes
+	largeListWait time.Duration // see LargeListWait
 }
 
-func newLimits(maxResourceBytes int) limits {
+func newLimits(maxResourceBytes, maxListBytes int) limits {
 	if maxResourceBytes == 0 {
 		maxResourceBytes = DefaultMaxResourceBytes
 	}
+	if maxListBytes == 0 {
+		maxListBytes = DefaultMaxListBytes
+	}
 	return limits{
+		listBytes:     maxListBytes,
+		largeList:     min(LargeListBytes, maxListBytes),
+		largeListWait: LargeListWait,
 		resourceBytes: maxResourceBytes,
 		finalizers:    MaxFinalizers,
 		finalizerName: MaxFinalizerNameLength,
@@ -303,4 +349,71 @@ func addedFinalizer(raw, stored string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// listBudget counts the encoded size of one List or ListByOwner response
+// as it is filled, against the server's bounds (see DefaultMaxListBytes
+// and DefaultMaxLargeLists). Call release when the response is built.
+type listBudget struct {
+	s      *Server
+	ctx    context.Context
+	method string // for the log of a refusal
+	paged  bool   // the request asked for a page
+	bytes  int
+	slot   bool // holds a large-List slot
+}
+
+// add counts res, which the response would hold next. It reports false
+// when a page is full (res goes on the next page: a page holds at least
+// one resource), and fails when an unpaged response would be over the
+// bound, or a large List finds no slot.
+func (b *listBudget) add(res *pbresource.Resource) (bool, error) {
+	n := fieldSize(1, resourceSize(res)) // ListResponse.resources, ListByOwnerResponse.resources
+	if b.bytes+n > b.s.limits.listBytes {
+		if !b.paged {
+			return false, b.s.fail(b.method, nil, status.Errorf(codes.ResourceExhausted,
+				"the answer would be over %s (server.Config.MaxListBytes): list in pages, with page_size (e.g. 1000) and then each next_page_token",
+				formatBytes(b.s.limits.listBytes)))
+		}
+		if b.bytes > 0 {
+			return false, nil
+		}
+	}
+	b.bytes += n
+	if b.bytes > b.s.limits.largeList && !b.slot {
+		if err := b.s.acquireLargeList(b.ctx); err != nil {
+			return false, b.s.fail(b.method, nil, err)
+		}
+		b.slot = true
+	}
+	return true, nil
+}
+
+// release gives back the large-List slot, if the response took one.
+func (b *listBudget) release() {
+	if b.slot {
+		<-b.s.largeLists
+		b.slot = false
+	}
+}
+
+// acquireLargeList takes a large-List slot, waiting up to LargeListWait.
+func (s *Server) acquireLargeList(ctx context.Context) error {
+	select {
+	case s.largeLists <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(s.limits.largeListWait)
+	defer t.Stop()
+	select {
+	case s.largeLists <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-t.C:
+		return status.Errorf(codes.ResourceExhausted,
+			"%d large Lists (over %s) are being answered already (server.Config.MaxLargeLists): retry later, or list in smaller pages (page_size)",
+			cap(s.largeLists), formatBytes(s.limits.largeList))
+	}
 }

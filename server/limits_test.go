@@ -70,7 +70,7 @@ func TestFinalizers_OverALoweredLimitCanStillBeRemoved(t *testing.T) {
 	res := bar(t, "old", "x")
 	res.Metadata = map[string]string{resource.FinalizerKey: strings.Join(names, " ")}
 	stored := env.write(t, res)
-	env.server.limits = newLimits(0) // the limits come (back) into force
+	env.server.limits = newLimits(0, 0) // the limits come (back) into force
 
 	// Adding is refused; removing is accepted although still over the limit.
 	add := proto.Clone(stored).(*pbresource.Resource)

@@ -102,9 +102,19 @@
 //     refuses a resource as too large (storage.ErrTooLarge, e.g. etcd past
 //     its --max-request-bytes) gives the same InvalidArgument.
 //   - The size limit keeps every resource within one gRPC message (a Read
-//     response, a watch event). A List response holds every matching
-//     resource and can still outgrow a client's message limit; such
-//     clients should watch instead, or raise their limit.
+//     response, a watch event). A List or ListByOwner response is bounded
+//     by Config.MaxListBytes (32 MiB by default): an unpaged one that
+//     would be bigger is ResourceExhausted, telling the client to page
+//     (page_size), and a page ends early with a next_page_token.
+//     ResourceExhausted, as gRPC itself answers a message over a
+//     client's limit: what is exhausted is the answer's size, and the same
+//     request will fail again while the type is that big, which Unavailable
+//     or Aborted would invite clients to retry. At most
+//     Config.MaxLargeLists Lists with answers over LargeListBytes are
+//     built at once; another waits up to LargeListWait, then is
+//     ResourceExhausted too (retry later, or page). The bounds hold while
+//     a response is built; gRPC marshals it after the handler returns, so
+//     a response being marshalled no longer holds its slot.
 //   - Work on finalizers takes time linear in their number: the service
 //     compares finalizer lists through a set once they are long.
 //   - Clients cannot Write (nor MutateAndValidate) Tombstones
@@ -178,6 +188,20 @@ type Config struct {
 	// default). New panics if it is negative.
 	MaxResourceBytes int
 
+	// MaxListBytes bounds the encoded size of a List or ListByOwner
+	// response. A request without page_size or page_token whose answer
+	// would be bigger fails with ResourceExhausted, telling the client to
+	// page; a page ends early (with a next_page_token) instead. Zero means
+	// DefaultMaxListBytes (32 MiB). New panics if it is negative.
+	MaxListBytes int
+
+	// MaxLargeLists is how many Lists and ListByOwners whose responses are
+	// over LargeListBytes (4 MiB) the server builds at once; one more
+	// waits up to LargeListWait for a slot, then fails with
+	// ResourceExhausted. Zero means DefaultMaxLargeLists (4). New panics if
+	// it is negative.
+	MaxLargeLists int
+
 	// WatchBookmarkInterval is how long a WatchList stream that asked for
 	// bookmarks stays idle before it is sent one. Zero means
 	// DefaultWatchBookmarkInterval. New panics if it is negative.
@@ -200,6 +224,8 @@ type Server struct {
 	encoded  *encodedEvents // see watch_encode.go
 	bookmark time.Duration  // see Config.WatchBookmarkInterval
 	limits   limits         // see limits.go
+	// largeLists holds a token per large List being built (listBudget).
+	largeLists chan struct{}
 
 	// shuttingDown ends when Shutdown is called; every WatchList's
 	// context ends with it.
@@ -211,14 +237,19 @@ var _ pbresource.ResourceServiceServer = (*Server)(nil)
 
 // New returns a Server for cfg. It registers the Tombstone type
 // (resource.TypeV1Tombstone, namespace-scoped) in the registry unless it is
-// already there. It panics if cfg.Backend is nil or cfg.MaxResourceBytes
-// is negative.
+// already there. It panics if cfg.Backend is nil or a limit is negative.
 func New(cfg Config) *Server {
 	if cfg.Backend == nil {
 		panic("server.New: Config.Backend is required")
 	}
 	if cfg.MaxResourceBytes < 0 {
 		panic("server.New: Config.MaxResourceBytes must not be negative")
+	}
+	if cfg.MaxListBytes < 0 || cfg.MaxLargeLists < 0 {
+		panic("server.New: Config.MaxListBytes and Config.MaxLargeLists must not be negative")
+	}
+	if cfg.MaxLargeLists == 0 {
+		cfg.MaxLargeLists = DefaultMaxLargeLists
 	}
 	if cfg.WatchBookmarkInterval < 0 {
 		panic("server.New: Config.WatchBookmarkInterval must not be negative")
@@ -232,8 +263,10 @@ func New(cfg Config) *Server {
 		logger:   cfg.Logger,
 		resolve:  cfg.ACLResolver,
 		encoded:  newEncodedEvents(),
-		limits:   newLimits(cfg.MaxResourceBytes),
+		limits:   newLimits(cfg.MaxResourceBytes, cfg.MaxListBytes),
 		bookmark: cfg.WatchBookmarkInterval,
+
+		largeLists: make(chan struct{}, cfg.MaxLargeLists),
 	}
 	s.shuttingDown, s.shutdown = context.WithCancel(context.Background())
 	if s.registry == nil {
