@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -36,7 +37,8 @@ const (
 	MaxFinalizerNameLength = 256
 
 	// MaxMetadataKeys is the most metadata entries a resource may have,
-	// the finalizers and deletionTimestamp entries included.
+	// besides the finalizers and deletionTimestamp entries (so that a
+	// controller can always add its finalizer, and Delete its mark).
 	MaxMetadataKeys = 64
 
 	// MaxMetadataKeyLength is the longest metadata key, in bytes.
@@ -130,8 +132,8 @@ func newLimits(maxResourceBytes, maxListBytes int) limits {
 // after a resource was written does not freeze it; counts may stay over a
 // limit but not grow.
 func (l *limits) checkMetadata(meta, stored map[string]string) error {
-	if len(meta) > l.metadataKeys && len(meta) > len(stored) {
-		return invalidField("metadata", "has %d keys; the limit is %d (server.MaxMetadataKeys)", len(meta), l.metadataKeys)
+	if n := ownKeys(meta); n > l.metadataKeys && n > ownKeys(stored) {
+		return invalidField("metadata", "has %d keys; the limit is %d (server.MaxMetadataKeys)", n, l.metadataKeys)
 	}
 	for k, v := range meta {
 		if len(k) <= l.metadataKey && len(v) <= l.metadataValue {
@@ -151,6 +153,18 @@ func (l *limits) checkMetadata(meta, stored map[string]string) error {
 	return l.checkFinalizers(meta[resource.FinalizerKey], stored[resource.FinalizerKey])
 }
 
+// ownKeys is the number of meta's entries that MaxMetadataKeys counts:
+// those other than finalizers and deletionTimestamp.
+func ownKeys(meta map[string]string) int {
+	n := len(meta)
+	for _, k := range [...]string{resource.FinalizerKey, resource.DeletionTimestampKey} {
+		if _, ok := meta[k]; ok {
+			n--
+		}
+	}
+	return n
+}
+
 // checkFinalizers checks the finalizers value a Write would store against
 // the limits. stored is the stored value ("" when none); a value that adds
 // no name to it, nor more names than it has, is accepted whatever its size,
@@ -161,7 +175,7 @@ func (l *limits) checkFinalizers(raw, stored string) error {
 		return nil
 	}
 	count, longest := scanFinalizers(raw)
-	if count <= l.finalizers && len(longest) <= l.finalizerName && len(raw) <= l.metadataValue {
+	if count <= l.finalizers && len(longest) <= l.finalizerName && len(raw) <= l.finalizerBytes() {
 		return nil
 	}
 	if stored != "" && len(raw) <= len(stored) {
@@ -179,7 +193,7 @@ func (l *limits) checkFinalizers(raw, stored string) error {
 	if count > l.finalizers {
 		return invalidField(field, "names %d finalizers; the limit is %d (server.MaxFinalizers)", count, l.finalizers)
 	}
-	return invalidField(field, "is %d bytes long; the limit is %d", len(raw), l.metadataValue)
+	return invalidField(field, "is %d bytes long; the limit is %d", len(raw), l.finalizerBytes())
 }
 
 // checkStatusKeys checks that writing status key to stored keeps the
@@ -239,11 +253,53 @@ func storedSize(res *pbresource.Resource) int {
 // the write does not make it bigger. field names what the request set that
 // made it so big; empty means the bigger of data and metadata.
 func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error {
-	n := storedSize(res)
-	if n <= l.resourceBytes || (stored != nil && n <= storedSize(stored)) {
+	n := storedSize(res) + l.finalizerRoom(res.Metadata)
+	if n <= l.resourceBytes || (stored != nil && n <= storedSize(stored)+l.finalizerRoom(stored.Metadata)) {
 		return nil
 	}
 	return tooLarge(res, n, field, l.resourceBytes)
+}
+
+// finalizerRoom is the room the size limit keeps, in a resource with
+// metadata meta, for the finalizers it could still be given: the size of
+// the longest finalizers entry the limits allow, less that of the one meta
+// has. A resource marked for deletion gets no more finalizers, so it needs
+// none.
+//
+// Counting it up front means that a controller can always add its
+// finalizer to whatever a Write was allowed to store, as long as the
+// finalizer limits allow it: without it, a resource that fits the size
+// limit but not with the finalizer added would make the controller retry
+// forever. Keeping room for only the finalizers of the controllers that
+// manage the type would cost less, but the server does not know them: a
+// controller in another process (package remote) or another program adds
+// finalizers the server has never heard of. The room is about 32 KiB (128
+// names of 256 bytes), 3% of the default size limit; with a size limit
+// under 256 KiB, the finalizers' bytes are limited to an eighth of it
+// (finalizerBytes).
+func (l *limits) finalizerRoom(meta map[string]string) int {
+	if _, marked := meta[resource.DeletionTimestampKey]; marked {
+		return 0
+	}
+	room := finalizersEntrySize(l.finalizerBytes())
+	if v, ok := meta[resource.FinalizerKey]; ok {
+		room -= finalizersEntrySize(len(v))
+	}
+	return max(room, 0)
+}
+
+// finalizerBytes is the longest a finalizers value may be: MaxFinalizers
+// names of MaxFinalizerNameLength bytes with spaces between them, within
+// MaxMetadataValueLength and an eighth of the size limit (so that the room
+// finalizerRoom keeps leaves most of a small limit to the resource).
+func (l *limits) finalizerBytes() int {
+	return min(l.metadataValue, l.finalizers*(l.finalizerName+1)-1, l.resourceBytes/8)
+}
+
+// finalizersEntrySize is the encoded size of a Resource's finalizers
+// metadata entry holding n bytes.
+func finalizersEntrySize(n int) int {
+	return fieldSize(pblayout.ResourceMetadata, fieldSize(pblayout.MapKey, len(resource.FinalizerKey))+fieldSize(pblayout.MapValue, n))
 }
 
 // checkStatusSize is checkSize for a status write: stored, with st under
@@ -251,7 +307,9 @@ func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error
 // building the new resource only for an error.
 func (l *limits) checkStatusSize(stored *pbresource.Resource, key string, st *pbresource.Status) error {
 	n, old := statusWriteSize(stored, key, st)
-	if n <= l.resourceBytes || n <= old {
+	room := l.finalizerRoom(stored.Metadata)
+	n += room
+	if n <= l.resourceBytes || n <= old+room {
 		return nil
 	}
 	return tooLarge(withStatus(stored, key, st), n, "status", l.resourceBytes)
@@ -284,7 +342,7 @@ func tooLarge(res *pbresource.Resource, n int, field string, limit int) error {
 		return invalidField(field, "the resource would be %s (%d bytes: %s), more than the storage backend accepts in one request",
 			formatBytes(n), n, parts)
 	}
-	return invalidField(field, "the resource would be %s (%d bytes: %s), over the limit of %s (server.Config.MaxResourceBytes)",
+	return invalidField(field, "the resource would be %s (%d bytes: %s, with room for finalizers and a deletion mark), over the limit of %s (server.Config.MaxResourceBytes)",
 		formatBytes(n), n, parts, formatBytes(limit))
 }
 

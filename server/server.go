@@ -94,7 +94,12 @@
 //     keys. Breaking one is InvalidArgument naming the field: data,
 //     metadata, metadata.finalizers, status (WriteStatus) or key. The size
 //     counts room for the Version and the deletion mark the service adds
-//     later, so whatever a Write accepted can be marked by Delete. What is
+//     later, so whatever a Write accepted can be marked by Delete, and for
+//     the longest finalizers the limits allow (about 32 KiB; at most an
+//     eighth of the size limit), so that any controller, in process or
+//     remote, can add its finalizer to it: the server does not know which
+//     controllers manage a type. The finalizers and deletionTimestamp
+//     entries do not count towards MaxMetadataKeys, for the same reason. What is
 //     stored already is never refused again: a resource stored before a
 //     limit was lowered may still be written as long as the write does not
 //     make it bigger, nor add finalizers, metadata entries or status keys
@@ -180,7 +185,8 @@ type Config struct {
 
 	// MaxResourceBytes is the largest a stored resource may be, in bytes of
 	// its protobuf encoding (with room for the version and deletion mark
-	// the service adds later). A Write, WriteStatus or Delete that would
+	// the service adds later, and for finalizers, see the package
+	// documentation). A Write, WriteStatus or Delete that would
 	// store a bigger one fails with InvalidArgument naming the field that
 	// made it so big. Zero means DefaultMaxResourceBytes (1 MiB); keep it
 	// well under the gRPC message limit of the server's clients (4 MiB by
