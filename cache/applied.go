@@ -104,9 +104,10 @@ func (p *Applied) Version() uint64 { return p.applied.Load() }
 // it has applied a change, a snapshot or a bookmark at v (the controller
 // package's watches do). The version only grows: a v at or below the one
 // recorded changes nothing. (So against a store whose versions start over,
-// such as a server restarted on an empty store, waits end at once until its
+// such as an etcd cluster rebuilt from nothing, waits end at once until its
 // versions pass the recorded one: a wait never ends late because of it, but
-// may end early.) The waits that v ends are told before Mark returns.
+// may end early. A new in-memory store starts above any earlier one's
+// versions.) The waits that v ends are told before Mark returns.
 // Without waits it costs two atomic operations.
 func (p *Applied) Mark(v uint64) {
 	for {

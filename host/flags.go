@@ -74,6 +74,8 @@ type config struct {
 	logJSON         bool
 	shutdownTimeout time.Duration
 	maxResource     int
+	maxListBytes    int
+	maxLargeLists   int
 	watchLogBytes   int64
 	reflection      bool
 	etcd            etcdFlags
@@ -127,6 +129,10 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"how long to let in-flight unary requests finish on SIGINT/SIGTERM before closing connections (open watches end at once)")
 	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
 		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
+	fs.IntVar(&f.maxListBytes, "max-list-bytes", server.DefaultMaxListBytes,
+		"largest List or ListByOwner answer, in `bytes` of its encoding: an unpaged one that would be larger is refused (ResourceExhausted, telling the client to page with page_size), a page ends early")
+	fs.IntVar(&f.maxLargeLists, "max-large-lists", server.DefaultMaxLargeLists,
+		"most Lists with answers over 4 MiB built at once; another waits up to 1s, then is refused (ResourceExhausted)")
 	fs.BoolVar(&f.reflection, "reflection", true, "serve gRPC server reflection (-reflection=false turns it off); with -acl-file, only to tokens with a {capability: reflection} rule")
 	fs.Int64Var(&f.watchLogBytes, "watch-log-bytes", inmem.DefaultWatchLogBytes,
 		"`bytes` of recent changes the store keeps for its watches (with -storage etcd: the decoded changes of the server's one etcd watch): a watch further behind is ended (Aborted); a resume from further back gets a fresh snapshot (in-memory) or catches up from etcd's history")
@@ -169,6 +175,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.maxResource <= 0 {
 		return f, usagef("-max-resource-bytes must be positive")
+	}
+	if f.maxListBytes <= 0 || f.maxLargeLists <= 0 {
+		return f, usagef("-max-list-bytes and -max-large-lists must be positive")
 	}
 	if f.watchLogBytes <= 0 {
 		return f, usagef("-watch-log-bytes must be positive")

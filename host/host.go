@@ -225,6 +225,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		Registry:         registry,
 		Logger:           logger.Named("resource"),
 		MaxResourceBytes: f.maxResource,
+		MaxListBytes:     f.maxListBytes,
+		MaxLargeLists:    f.maxLargeLists,
 	}
 	if acls != nil {
 		// Every network caller is checked; the host's own controllers

@@ -37,7 +37,7 @@ type runningHost struct {
 
 // startHost runs host.Run with args (and both listeners on free ports) in
 // the background until the test ends, and waits until it serves.
-func startHost(t *testing.T, args ...string) *runningHost {
+func startHost(t testing.TB, args ...string) *runningHost {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &runningHost{log: &testlog.Buffer{}}

@@ -1,12 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -32,7 +37,8 @@ const (
 	MaxFinalizerNameLength = 256
 
 	// MaxMetadataKeys is the most metadata entries a resource may have,
-	// the finalizers and deletionTimestamp entries included.
+	// besides the finalizers and deletionTimestamp entries (so that a
+	// controller can always add its finalizer, and Delete its mark).
 	MaxMetadataKeys = 64
 
 	// MaxMetadataKeyLength is the longest metadata key, in bytes.
@@ -50,6 +56,39 @@ const (
 	MaxStatusKeys = 32
 )
 
+// The bounds on List and ListByOwner responses. A response holds the
+// stored resources themselves (nothing is copied until gRPC marshals it),
+// so what a List costs the server is, about, its marshalled size and the
+// copies gRPC makes of it while it sends it: the bounds are on that size,
+// counted as the response is filled.
+const (
+	// DefaultMaxListBytes bounds the encoded size of a List or ListByOwner
+	// response when Config.MaxListBytes is zero: 32 MiB. A List without
+	// page_size or page_token (as Consul's clients send) whose answer
+	// would be bigger is ResourceExhausted, telling the client to page; a
+	// page that would be bigger ends early, with a next_page_token. An
+	// unpaged answer of that size is already eight times what a gRPC
+	// client receives by default (4 MiB).
+	DefaultMaxListBytes = 32 << 20
+
+	// DefaultMaxLargeLists is how many large Lists (and ListByOwners) a
+	// server builds at once when Config.MaxLargeLists is zero. A List is
+	// large once its response passes LargeListBytes; it then waits up to
+	// LargeListWait for one of these slots, and is ResourceExhausted if
+	// none frees up.
+	DefaultMaxLargeLists = 4
+
+	// LargeListBytes is the response size from which a List counts as
+	// large: gRPC's default limit on a message a client receives (4 MiB),
+	// so the Lists a default client can receive at all are never held up.
+	LargeListBytes = 4 << 20
+
+	// LargeListWait is how long a large List waits for a slot (see
+	// DefaultMaxLargeLists) before it is refused, unless its deadline
+	// comes first.
+	LargeListWait = time.Second
+)
+
 // limits are the limits a Server enforces. They are fields, not the
 // constants themselves, so that tests and benchmarks of this package can
 // lift them.
@@ -61,13 +100,22 @@ type limits struct {
 	metadataKey   int
 	metadataValue int
 	statusKeys    int
+	listBytes     int           // see DefaultMaxListBytes
+	largeList     int           // see LargeListBytes
+	largeListWait time.Duration // see LargeListWait
 }
 
-func newLimits(maxResourceBytes int) limits {
+func newLimits(maxResourceBytes, maxListBytes int) limits {
 	if maxResourceBytes == 0 {
 		maxResourceBytes = DefaultMaxResourceBytes
 	}
+	if maxListBytes == 0 {
+		maxListBytes = DefaultMaxListBytes
+	}
 	return limits{
+		listBytes:     maxListBytes,
+		largeList:     min(LargeListBytes, maxListBytes),
+		largeListWait: LargeListWait,
 		resourceBytes: maxResourceBytes,
 		finalizers:    MaxFinalizers,
 		finalizerName: MaxFinalizerNameLength,
@@ -84,8 +132,8 @@ func newLimits(maxResourceBytes int) limits {
 // after a resource was written does not freeze it; counts may stay over a
 // limit but not grow.
 func (l *limits) checkMetadata(meta, stored map[string]string) error {
-	if len(meta) > l.metadataKeys && len(meta) > len(stored) {
-		return invalidField("metadata", "has %d keys; the limit is %d (server.MaxMetadataKeys)", len(meta), l.metadataKeys)
+	if n := ownKeys(meta); n > l.metadataKeys && n > ownKeys(stored) {
+		return invalidField("metadata", "has %d keys; the limit is %d (server.MaxMetadataKeys)", n, l.metadataKeys)
 	}
 	for k, v := range meta {
 		if len(k) <= l.metadataKey && len(v) <= l.metadataValue {
@@ -105,6 +153,18 @@ func (l *limits) checkMetadata(meta, stored map[string]string) error {
 	return l.checkFinalizers(meta[resource.FinalizerKey], stored[resource.FinalizerKey])
 }
 
+// ownKeys is the number of meta's entries that MaxMetadataKeys counts:
+// those other than finalizers and deletionTimestamp.
+func ownKeys(meta map[string]string) int {
+	n := len(meta)
+	for _, k := range [...]string{resource.FinalizerKey, resource.DeletionTimestampKey} {
+		if _, ok := meta[k]; ok {
+			n--
+		}
+	}
+	return n
+}
+
 // checkFinalizers checks the finalizers value a Write would store against
 // the limits. stored is the stored value ("" when none); a value that adds
 // no name to it, nor more names than it has, is accepted whatever its size,
@@ -115,7 +175,7 @@ func (l *limits) checkFinalizers(raw, stored string) error {
 		return nil
 	}
 	count, longest := scanFinalizers(raw)
-	if count <= l.finalizers && len(longest) <= l.finalizerName && len(raw) <= l.metadataValue {
+	if count <= l.finalizers && len(longest) <= l.finalizerName && len(raw) <= l.finalizerBytes() {
 		return nil
 	}
 	if stored != "" && len(raw) <= len(stored) {
@@ -133,7 +193,7 @@ func (l *limits) checkFinalizers(raw, stored string) error {
 	if count > l.finalizers {
 		return invalidField(field, "names %d finalizers; the limit is %d (server.MaxFinalizers)", count, l.finalizers)
 	}
-	return invalidField(field, "is %d bytes long; the limit is %d", len(raw), l.metadataValue)
+	return invalidField(field, "is %d bytes long; the limit is %d", len(raw), l.finalizerBytes())
 }
 
 // checkStatusKeys checks that writing status key to stored keeps the
@@ -193,11 +253,53 @@ func storedSize(res *pbresource.Resource) int {
 // the write does not make it bigger. field names what the request set that
 // made it so big; empty means the bigger of data and metadata.
 func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error {
-	n := storedSize(res)
-	if n <= l.resourceBytes || (stored != nil && n <= storedSize(stored)) {
+	n := storedSize(res) + l.finalizerRoom(res.Metadata)
+	if n <= l.resourceBytes || (stored != nil && n <= storedSize(stored)+l.finalizerRoom(stored.Metadata)) {
 		return nil
 	}
 	return tooLarge(res, n, field, l.resourceBytes)
+}
+
+// finalizerRoom is the room the size limit keeps, in a resource with
+// metadata meta, for the finalizers it could still be given: the size of
+// the longest finalizers entry the limits allow, less that of the one meta
+// has. A resource marked for deletion gets no more finalizers, so it needs
+// none.
+//
+// Counting it up front means that a controller can always add its
+// finalizer to whatever a Write was allowed to store, as long as the
+// finalizer limits allow it: without it, a resource that fits the size
+// limit but not with the finalizer added would make the controller retry
+// forever. Keeping room for only the finalizers of the controllers that
+// manage the type would cost less, but the server does not know them: a
+// controller in another process (package remote) or another program adds
+// finalizers the server has never heard of. The room is about 32 KiB (128
+// names of 256 bytes), 3% of the default size limit; with a size limit
+// under 256 KiB, the finalizers' bytes are limited to an eighth of it
+// (finalizerBytes).
+func (l *limits) finalizerRoom(meta map[string]string) int {
+	if _, marked := meta[resource.DeletionTimestampKey]; marked {
+		return 0
+	}
+	room := finalizersEntrySize(l.finalizerBytes())
+	if v, ok := meta[resource.FinalizerKey]; ok {
+		room -= finalizersEntrySize(len(v))
+	}
+	return max(room, 0)
+}
+
+// finalizerBytes is the longest a finalizers value may be: MaxFinalizers
+// names of MaxFinalizerNameLength bytes with spaces between them, within
+// MaxMetadataValueLength and an eighth of the size limit (so that the room
+// finalizerRoom keeps leaves most of a small limit to the resource).
+func (l *limits) finalizerBytes() int {
+	return min(l.metadataValue, l.finalizers*(l.finalizerName+1)-1, l.resourceBytes/8)
+}
+
+// finalizersEntrySize is the encoded size of a Resource's finalizers
+// metadata entry holding n bytes.
+func finalizersEntrySize(n int) int {
+	return fieldSize(pblayout.ResourceMetadata, fieldSize(pblayout.MapKey, len(resource.FinalizerKey))+fieldSize(pblayout.MapValue, n))
 }
 
 // checkStatusSize is checkSize for a status write: stored, with st under
@@ -205,7 +307,9 @@ func (l *limits) checkSize(res, stored *pbresource.Resource, field string) error
 // building the new resource only for an error.
 func (l *limits) checkStatusSize(stored *pbresource.Resource, key string, st *pbresource.Status) error {
 	n, old := statusWriteSize(stored, key, st)
-	if n <= l.resourceBytes || n <= old {
+	room := l.finalizerRoom(stored.Metadata)
+	n += room
+	if n <= l.resourceBytes || n <= old+room {
 		return nil
 	}
 	return tooLarge(withStatus(stored, key, st), n, "status", l.resourceBytes)
@@ -238,7 +342,7 @@ func tooLarge(res *pbresource.Resource, n int, field string, limit int) error {
 		return invalidField(field, "the resource would be %s (%d bytes: %s), more than the storage backend accepts in one request",
 			formatBytes(n), n, parts)
 	}
-	return invalidField(field, "the resource would be %s (%d bytes: %s), over the limit of %s (server.Config.MaxResourceBytes)",
+	return invalidField(field, "the resource would be %s (%d bytes: %s, with room for finalizers and a deletion mark), over the limit of %s (server.Config.MaxResourceBytes)",
 		formatBytes(n), n, parts, formatBytes(limit))
 }
 
@@ -303,4 +407,71 @@ func addedFinalizer(raw, stored string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// listBudget counts the encoded size of one List or ListByOwner response
+// as it is filled, against the server's bounds (see DefaultMaxListBytes
+// and DefaultMaxLargeLists). Call release when the response is built.
+type listBudget struct {
+	s      *Server
+	ctx    context.Context
+	method string // for the log of a refusal
+	paged  bool   // the request asked for a page
+	bytes  int
+	slot   bool // holds a large-List slot
+}
+
+// add counts res, which the response would hold next. It reports false
+// when a page is full (res goes on the next page: a page holds at least
+// one resource), and fails when an unpaged response would be over the
+// bound, or a large List finds no slot.
+func (b *listBudget) add(res *pbresource.Resource) (bool, error) {
+	n := fieldSize(1, resourceSize(res)) // ListResponse.resources, ListByOwnerResponse.resources
+	if b.bytes+n > b.s.limits.listBytes {
+		if !b.paged {
+			return false, b.s.fail(b.method, nil, status.Errorf(codes.ResourceExhausted,
+				"the answer would be over %s (server.Config.MaxListBytes): list in pages, with page_size (e.g. 1000) and then each next_page_token",
+				formatBytes(b.s.limits.listBytes)))
+		}
+		if b.bytes > 0 {
+			return false, nil
+		}
+	}
+	b.bytes += n
+	if b.bytes > b.s.limits.largeList && !b.slot {
+		if err := b.s.acquireLargeList(b.ctx); err != nil {
+			return false, b.s.fail(b.method, nil, err)
+		}
+		b.slot = true
+	}
+	return true, nil
+}
+
+// release gives back the large-List slot, if the response took one.
+func (b *listBudget) release() {
+	if b.slot {
+		<-b.s.largeLists
+		b.slot = false
+	}
+}
+
+// acquireLargeList takes a large-List slot, waiting up to LargeListWait.
+func (s *Server) acquireLargeList(ctx context.Context) error {
+	select {
+	case s.largeLists <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(s.limits.largeListWait)
+	defer t.Stop()
+	select {
+	case s.largeLists <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-t.C:
+		return status.Errorf(codes.ResourceExhausted,
+			"%d large Lists (over %s) are being answered already (server.Config.MaxLargeLists): retry later, or list in smaller pages (page_size)",
+			cap(s.largeLists), formatBytes(s.limits.largeList))
+	}
 }

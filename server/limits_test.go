@@ -70,7 +70,7 @@ func TestFinalizers_OverALoweredLimitCanStillBeRemoved(t *testing.T) {
 	res := bar(t, "old", "x")
 	res.Metadata = map[string]string{resource.FinalizerKey: strings.Join(names, " ")}
 	stored := env.write(t, res)
-	env.server.limits = newLimits(0) // the limits come (back) into force
+	env.server.limits = newLimits(0, 0) // the limits come (back) into force
 
 	// Adding is refused; removing is accepted although still over the limit.
 	add := proto.Clone(stored).(*pbresource.Resource)
@@ -180,7 +180,7 @@ func TestOversizedWritesLeaveTheTypeListable(t *testing.T) {
 	env := newEnv(t)
 	client := grpcClient(t, env) // default message limits: 4 MiB
 	ctx := testCtx(t)
-	ok := env.write(t, zipOf(t, "ok", 900<<10))
+	ok := env.write(t, zipOf(t, "ok", 880<<10)) // with room for a 100 KiB status and the finalizers
 	_, err := client.Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "huge", 3<<20)})
 	requireCode(t, err, codes.InvalidArgument, `"data"`)
 	_, err = client.WriteStatus(ctx, &pbresource.WriteStatusRequest{Id: ok.Id, Key: "a", Status: bigStatus(ok.Generation, 3<<20)})
@@ -220,14 +220,14 @@ func TestMaxResourceBytes_Setting(t *testing.T) {
 	// The zero value is the default: 1 MiB.
 	def := New(Config{Backend: b, Registry: reg})
 	require.Equal(t, DefaultMaxResourceBytes, def.limits.resourceBytes)
-	_, err = NewInProcessClient(def).Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "big", 1000<<10)})
+	_, err = NewInProcessClient(def).Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "big", 980<<10)})
 	require.NoError(t, err)
 
 	// The same resource is too big for the 4 KiB server, which still lets
 	// it be written smaller, but not bigger, and deleted.
-	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "big", 1001<<10)})
+	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "big", 981<<10)})
 	requireCode(t, err, codes.InvalidArgument, `"data"`)
-	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "big", 999<<10)})
+	_, err = client.Write(ctx, &pbresource.WriteRequest{Resource: zipOf(t, "big", 979<<10)})
 	require.NoError(t, err)
 	_, err = client.Delete(ctx, &pbresource.DeleteRequest{Id: zipID("big")})
 	require.NoError(t, err)
@@ -452,5 +452,67 @@ func TestStatusWriteSize(t *testing.T) {
 			require.Equal(t, storedSize(withStatus(stored, "k", st)), n, name)
 			require.Equal(t, storedSize(stored), old, name)
 		}
+	}
+}
+
+// biggestZip writes the Zip with the biggest data the size limit lets
+// through, with metadata meta, and returns it.
+func biggestZip(t *testing.T, env *testEnv, name string, meta map[string]string) *pbresource.Resource {
+	t.Helper()
+	fill := func(n int) *pbresource.Resource {
+		r := zipOf(t, name, n)
+		r.Metadata = meta
+		return r
+	}
+	n := 0
+	for size := 1 << 20; size > 0; size /= 2 {
+		if _, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: fill(n + size)}); err == nil {
+			n += size
+		}
+	}
+	res := env.write(t, fill(n))
+	_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: fill(n + 1)})
+	requireCode(t, err, codes.InvalidArgument, `"data"`)
+	return res
+}
+
+// TestSizeLimit_AcceptedResourcesCanGetFinalizers checks the room kept for
+// finalizers: whatever a Write stored, controllers (in process or not) can
+// still add their finalizers to it, as many and as long as the finalizer
+// limits allow, and it can then be marked; past those limits the error
+// names metadata.finalizers, not the size. Also when the resource has
+// every metadata key it may have.
+func TestSizeLimit_AcceptedResourcesCanGetFinalizers(t *testing.T) {
+	for _, limit := range []int{DefaultMaxResourceBytes, 4 << 10} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			env := newEnv(t)
+			env.server.limits.resourceBytes = limit
+			meta := map[string]string{}
+			for i := range MaxMetadataKeys {
+				meta[fmt.Sprint("k", i)] = "v"
+			}
+			res := biggestZip(t, env, "edge", meta)
+
+			// One controller adds its finalizer, then as many more as fit
+			// the finalizer limits.
+			one := proto.Clone(res).(*pbresource.Resource)
+			one.Metadata[resource.FinalizerKey] = finalizerNames(1, MaxFinalizerNameLength)
+			res = env.write(t, one)
+			most := env.server.limits.finalizerBytes()
+			n := min(MaxFinalizers, (most+1)/(MaxFinalizerNameLength+1))
+			full := proto.Clone(res).(*pbresource.Resource)
+			full.Metadata[resource.FinalizerKey] = finalizerNames(n, MaxFinalizerNameLength)
+			res = env.write(t, full)
+
+			more := proto.Clone(res).(*pbresource.Resource)
+			more.Metadata[resource.FinalizerKey] += " " + strings.Repeat("y", MaxFinalizerNameLength)
+			_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: more})
+			requireCode(t, err, codes.InvalidArgument, `"metadata.finalizers"`)
+
+			require.NoError(t, env.delete(t, res.Id, ""))
+			marked := env.mustRead(t, res.Id)
+			require.True(t, resource.IsMarkedForDeletion(marked))
+			require.LessOrEqual(t, proto.Size(marked), limit)
+		})
 	}
 }

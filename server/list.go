@@ -72,9 +72,12 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		return true, nil
 	}
 	typ := storage.UnversionedTypeFrom(req.Type)
+	budget := &listBudget{s: s, ctx: ctx, method: "List", paged: req.PageSize > 0 || req.PageToken != ""}
+	defer budget.release()
 
 	pl, paged := s.backend.(storage.PagedLister)
 	if !paged {
+		budget.paged = false // the backend answers with everything
 		items, err := s.backend.List(ctx, storage.EventualConsistency, typ, tenancy, req.NamePrefix)
 		if err != nil {
 			return nil, s.fail("List", nil, storageError(err))
@@ -82,6 +85,9 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		out := make([]*pbresource.Resource, 0, len(items))
 		for _, item := range items {
 			ok, err := keep(item)
+			if err == nil && ok {
+				_, err = budget.add(item)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -99,7 +105,7 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		}
 		return page, nil
 	}
-	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, storage.PageKeyOf)
+	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, budget, storage.PageKeyOf)
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +117,12 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 }
 
 // fillPage reads backend pages with list, starting at from, until size
-// resources (0: no limit) passed keep or the listing ended. It returns
-// them, the listing's version, and where the next page starts: nil when
-// the listing ended, else after the last resource looked at. Errors are
-// list's and keep's, as they return them.
-func fillPage(size int, from storage.PageRequest, list func(storage.PageRequest) (storage.Page, error), keep func(*pbresource.Resource) (bool, error), keyOf func(*pbresource.ID) storage.PageKey) ([]*pbresource.Resource, string, *storage.PageKey, error) {
+// resources (0: no limit) passed keep, the budget is full, or the listing
+// ended. It returns them, the listing's version, and where the next page
+// starts: nil when the listing ended, else after the last resource looked
+// at (or kept, when the budget is full). Errors are list's, keep's and
+// the budget's, as they return them.
+func fillPage(size int, from storage.PageRequest, list func(storage.PageRequest) (storage.Page, error), keep func(*pbresource.Resource) (bool, error), budget *listBudget, keyOf func(*pbresource.ID) storage.PageKey) ([]*pbresource.Resource, string, *storage.PageKey, error) {
 	preq := from
 	preq.Limit = size
 	var out []*pbresource.Resource
@@ -134,6 +141,14 @@ func fillPage(size int, from storage.PageRequest, list func(storage.PageRequest)
 				return nil, "", nil, err
 			}
 			if ok {
+				fits, err := budget.add(item)
+				if err != nil {
+					return nil, "", nil, err
+				}
+				if !fits {
+					next := keyOf(out[len(out)-1].Id)
+					return out, page.Version, &next, nil
+				}
 				out = append(out, item)
 			}
 			if size > 0 && len(out) == size && (i < len(page.Resources)-1 || page.More) {
@@ -343,9 +358,12 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 		return true, nil
 	}
 
+	budget := &listBudget{s: s, ctx: ctx, method: "ListByOwner", paged: req.PageSize > 0 || req.PageToken != ""}
+	defer budget.release()
 	ol, paged := s.backend.(storage.OwnerPagedLister)
 	if !paged {
-		return s.listByOwnerUnpaged(ctx, owner, keep)
+		budget.paged = false // the backend answers with everything
+		return s.listByOwnerUnpaged(ctx, owner, keep, budget)
 	}
 	list := func(preq storage.PageRequest) (storage.Page, error) {
 		page, err := ol.ListOwnedPage(ctx, owner, preq)
@@ -354,7 +372,7 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 		}
 		return page, nil
 	}
-	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, storage.OwnedPageKeyOf)
+	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, budget, storage.OwnedPageKeyOf)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +386,7 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 // listByOwnerUnpaged answers ListByOwner from the owner index and an
 // eventually consistent read of each resource it names, for a backend
 // that does not list an owner's resources in pages.
-func (s *Server) listByOwnerUnpaged(ctx context.Context, owner *pbresource.ID, keep func(*pbresource.Resource) (bool, error)) (*pbresource.ListByOwnerResponse, error) {
+func (s *Server) listByOwnerUnpaged(ctx context.Context, owner *pbresource.ID, keep func(*pbresource.Resource) (bool, error), budget *listBudget) (*pbresource.ListByOwnerResponse, error) {
 	ids, err := s.backend.OwnerReferences(ctx, owner)
 	if err != nil {
 		return nil, s.fail("ListByOwner", owner, storageError(err))
@@ -384,6 +402,9 @@ func (s *Server) listByOwnerUnpaged(ctx context.Context, owner *pbresource.ID, k
 			continue
 		}
 		ok, err := keep(child)
+		if err == nil && ok {
+			_, err = budget.add(child)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -105,7 +105,12 @@
 //     keys. Breaking one is InvalidArgument naming the field: data,
 //     metadata, metadata.finalizers, status (WriteStatus) or key. The size
 //     counts room for the Version and the deletion mark the service adds
-//     later, so whatever a Write accepted can be marked by Delete. What is
+//     later, so whatever a Write accepted can be marked by Delete, and for
+//     the longest finalizers the limits allow (about 32 KiB; at most an
+//     eighth of the size limit), so that any controller, in process or
+//     remote, can add its finalizer to it: the server does not know which
+//     controllers manage a type. The finalizers and deletionTimestamp
+//     entries do not count towards MaxMetadataKeys, for the same reason. What is
 //     stored already is never refused again: a resource stored before a
 //     limit was lowered may still be written as long as the write does not
 //     make it bigger, nor add finalizers, metadata entries or status keys
@@ -113,9 +118,19 @@
 //     refuses a resource as too large (storage.ErrTooLarge, e.g. etcd past
 //     its --max-request-bytes) gives the same InvalidArgument.
 //   - The size limit keeps every resource within one gRPC message (a Read
-//     response, a watch event). A List response holds every matching
-//     resource and can still outgrow a client's message limit; such
-//     clients should watch instead, or raise their limit.
+//     response, a watch event). A List or ListByOwner response is bounded
+//     by Config.MaxListBytes (32 MiB by default): an unpaged one that
+//     would be bigger is ResourceExhausted, telling the client to page
+//     (page_size), and a page ends early with a next_page_token.
+//     ResourceExhausted, as gRPC itself answers a message over a
+//     client's limit: what is exhausted is the answer's size, and the same
+//     request will fail again while the type is that big, which Unavailable
+//     or Aborted would invite clients to retry. At most
+//     Config.MaxLargeLists Lists with answers over LargeListBytes are
+//     built at once; another waits up to LargeListWait, then is
+//     ResourceExhausted too (retry later, or page). The bounds hold while
+//     a response is built; gRPC marshals it after the handler returns, so
+//     a response being marshalled no longer holds its slot.
 //   - Work on finalizers takes time linear in their number: the service
 //     compares finalizer lists through a set once they are long.
 //   - Clients cannot Write (nor MutateAndValidate) Tombstones
@@ -181,13 +196,28 @@ type Config struct {
 
 	// MaxResourceBytes is the largest a stored resource may be, in bytes of
 	// its protobuf encoding (with room for the version and deletion mark
-	// the service adds later). A Write, WriteStatus or Delete that would
+	// the service adds later, and for finalizers, see the package
+	// documentation). A Write, WriteStatus or Delete that would
 	// store a bigger one fails with InvalidArgument naming the field that
 	// made it so big. Zero means DefaultMaxResourceBytes (1 MiB); keep it
 	// well under the gRPC message limit of the server's clients (4 MiB by
 	// default) and, on etcd, under etcd's --max-request-bytes (1.5 MiB by
 	// default). New panics if it is negative.
 	MaxResourceBytes int
+
+	// MaxListBytes bounds the encoded size of a List or ListByOwner
+	// response. A request without page_size or page_token whose answer
+	// would be bigger fails with ResourceExhausted, telling the client to
+	// page; a page ends early (with a next_page_token) instead. Zero means
+	// DefaultMaxListBytes (32 MiB). New panics if it is negative.
+	MaxListBytes int
+
+	// MaxLargeLists is how many Lists and ListByOwners whose responses are
+	// over LargeListBytes (4 MiB) the server builds at once; one more
+	// waits up to LargeListWait for a slot, then fails with
+	// ResourceExhausted. Zero means DefaultMaxLargeLists (4). New panics if
+	// it is negative.
+	MaxLargeLists int
 
 	// WatchBookmarkInterval is how long a WatchList stream that asked for
 	// bookmarks stays idle before it is sent one. Zero means
@@ -211,6 +241,8 @@ type Server struct {
 	encoded  *encodedEvents // see watch_encode.go
 	bookmark time.Duration  // see Config.WatchBookmarkInterval
 	limits   limits         // see limits.go
+	// largeLists holds a token per large List being built (listBudget).
+	largeLists chan struct{}
 
 	watchACLs watchACLs // see watch_acl.go
 
@@ -224,14 +256,19 @@ var _ pbresource.ResourceServiceServer = (*Server)(nil)
 
 // New returns a Server for cfg. It registers the Tombstone type
 // (resource.TypeV1Tombstone, namespace-scoped) in the registry unless it is
-// already there. It panics if cfg.Backend is nil or cfg.MaxResourceBytes
-// is negative.
+// already there. It panics if cfg.Backend is nil or a limit is negative.
 func New(cfg Config) *Server {
 	if cfg.Backend == nil {
 		panic("server.New: Config.Backend is required")
 	}
 	if cfg.MaxResourceBytes < 0 {
 		panic("server.New: Config.MaxResourceBytes must not be negative")
+	}
+	if cfg.MaxListBytes < 0 || cfg.MaxLargeLists < 0 {
+		panic("server.New: Config.MaxListBytes and Config.MaxLargeLists must not be negative")
+	}
+	if cfg.MaxLargeLists == 0 {
+		cfg.MaxLargeLists = DefaultMaxLargeLists
 	}
 	if cfg.WatchBookmarkInterval < 0 {
 		panic("server.New: Config.WatchBookmarkInterval must not be negative")
@@ -245,8 +282,10 @@ func New(cfg Config) *Server {
 		logger:   cfg.Logger,
 		resolve:  cfg.ACLResolver,
 		encoded:  newEncodedEvents(),
-		limits:   newLimits(cfg.MaxResourceBytes),
+		limits:   newLimits(cfg.MaxResourceBytes, cfg.MaxListBytes),
 		bookmark: cfg.WatchBookmarkInterval,
+
+		largeLists: make(chan struct{}, cfg.MaxLargeLists),
 	}
 	s.shuttingDown, s.shutdown = context.WithCancel(context.Background())
 	if s.registry == nil {

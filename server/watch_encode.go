@@ -67,7 +67,12 @@ type encodedEvent struct {
 	ev   *pbresource.WatchEvent
 	once sync.Once
 	buf  mem.Buffer // the event's bytes, once marshalled
-	err  error
+	// slice holds buf alone, for the codec to hand every stream: gRPC
+	// reads a BufferSlice and frees and references its buffers (a no-op
+	// for a SliceBuffer), but never writes to it, so one per event spares
+	// an allocation per send.
+	slice mem.BufferSlice
+	err   error
 }
 
 func newEncodedEvents() *encodedEvents {
@@ -117,14 +122,17 @@ func (c *encodedEvents) mark(ev *pbresource.WatchEvent) {
 }
 
 // encoded returns ev's bytes, marshalled once for every stream that sends
-// it, if ev is in the cache; ok is false if it is not.
-func (c *encodedEvents) encoded(ev *pbresource.WatchEvent) (buf mem.Buffer, ok bool, err error) {
+// it, as a BufferSlice shared by them all, if ev is in the cache; ok is
+// false if it is not.
+func (c *encodedEvents) encoded(ev *pbresource.WatchEvent) (data mem.BufferSlice, ok bool, err error) {
 	e := c.slot(ev).Load()
 	if e == nil || e.ev != ev {
 		return nil, false, nil
 	}
-	buf, err = e.encoded()
-	return buf, true, err
+	if _, err = e.encoded(); err != nil {
+		return nil, true, err
+	}
+	return e.slice, true, nil
 }
 
 // encoded returns e's event marshalled, the first call marshalling it.
@@ -132,6 +140,7 @@ func (e *encodedEvent) encoded() (mem.Buffer, error) {
 	e.once.Do(func() {
 		b, err := proto.Marshal(e.ev)
 		e.buf, e.err = mem.SliceBuffer(b), err
+		e.slice = mem.BufferSlice{e.buf}
 	})
 	return e.buf, e.err
 }
@@ -189,11 +198,8 @@ func (c *eventCodec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		// The buffer is never written to, and freeing a SliceBuffer does
 		// nothing, so every stream may hold it at once.
-		if buf, ok, err := c.events.encoded(ev); ok {
-			if err != nil {
-				return nil, err
-			}
-			return mem.BufferSlice{buf}, nil
+		if data, ok, err := c.events.encoded(ev); ok {
+			return data, err
 		}
 	}
 	return c.proto.Marshal(v)

@@ -40,16 +40,18 @@ func TestEncodedEvents(t *testing.T) {
 	require.False(t, ok, "an event that was not marked is not in the cache")
 
 	c.mark(ev)
-	buf, ok, err := c.encoded(ev)
+	data, ok, err := c.encoded(ev)
 	require.True(t, ok)
 	require.NoError(t, err)
+	require.Len(t, data, 1)
 	var back pbresource.WatchEvent
-	require.NoError(t, proto.Unmarshal(buf.ReadOnlyData(), &back))
+	require.NoError(t, proto.Unmarshal(data.Materialize(), &back))
 	require.True(t, proto.Equal(ev, &back))
 
 	c.mark(ev) // again: the entry and its bytes stay
 	again, _, _ := c.encoded(ev)
-	require.Same(t, &buf.ReadOnlyData()[0], &again.ReadOnlyData()[0], "an event is marshalled once")
+	require.Same(t, &data[0].ReadOnlyData()[0], &again[0].ReadOnlyData()[0], "an event is marshalled once")
+	require.Same(t, &data[0], &again[0], "and handed out in one BufferSlice, allocated once")
 
 	// An equal but distinct event is another event.
 	_, ok, _ = c.encoded(proto.Clone(ev).(*pbresource.WatchEvent))
@@ -66,7 +68,9 @@ func TestEncodedEvents_Concurrent(t *testing.T) {
 	for i := range bufs {
 		wg.Go(func() {
 			c.mark(ev)
-			bufs[i], _, _ = c.encoded(ev)
+			if data, _, _ := c.encoded(ev); len(data) == 1 {
+				bufs[i] = data[0]
+			}
 		})
 	}
 	wg.Wait()

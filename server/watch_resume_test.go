@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -104,7 +105,10 @@ func TestWatchResumeNotSupported(t *testing.T) {
 // ahead of the store, fails the stream with nothing sent.
 func TestWatchResumeBadVersion(t *testing.T) {
 	env := newEnv(t)
-	writeBar(t, env.client, "a")
+	a := writeBar(t, env.client, "a")
+	v, err := strconv.ParseUint(a.Version, 10, 64)
+	require.NoError(t, err)
+	ahead := strconv.FormatUint(v+1000, 10)
 	for _, tc := range []struct {
 		since string
 		code  codes.Code
@@ -112,7 +116,7 @@ func TestWatchResumeBadVersion(t *testing.T) {
 		{"abc", codes.InvalidArgument},
 		{"-1", codes.InvalidArgument},
 		{"1.5", codes.InvalidArgument},
-		{"99999", codes.OutOfRange},
+		{ahead, codes.OutOfRange},
 	} {
 		stream := startWatch(t, env.client, barWatch(tc.since, false))
 		ev, err := stream.Recv()
@@ -166,4 +170,38 @@ func TestWatchBookmarks(t *testing.T) {
 	requireSnapshot(t, quiet, 2)
 	_, err = quiet.Recv()
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "no bookmark without asking")
+}
+
+// TestResumeAfterRestart: a since_version and a page token of a server
+// over an in-memory store that has since been replaced (the process
+// restarted, the store is new and empty but for what was written since)
+// are not served from the new store's history: the watch starts over
+// with NewSnapshot and the new snapshot, the next page is Aborted.
+func TestResumeAfterRestart(t *testing.T) {
+	before := newEnv(t)
+	for _, name := range []string{"a", "b", "c"} {
+		writeBar(t, before.client, name)
+	}
+	last := writeBar(t, before.client, "d")
+	page, err := before.client.List(testCtx(t), &pbresource.ListRequest{
+		Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"}, PageSize: 2})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.NextPageToken)
+
+	// The restart: a new store, written to as often as the old one was,
+	// and more.
+	after := newEnv(t)
+	for _, name := range []string{"x", "y", "z", "w", "v"} {
+		writeBar(t, after.client, name)
+	}
+
+	w := startWatch(t, after.client, barWatch(last.Version, false))
+	ev := recvEvent(t, w)
+	require.NotNil(t, ev.GetNewSnapshot(), "a resume point of the old store: got %v", ev)
+	require.ElementsMatch(t, []string{"v", "w", "x", "y", "z"}, requireSnapshot(t, w, 5))
+
+	_, err = after.client.List(testCtx(t), &pbresource.ListRequest{
+		Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
+		PageSize: 2, PageToken: page.NextPageToken})
+	require.Equal(t, codes.Aborted, status.Code(err), "a page token of the old store: got %v", err)
 }

@@ -187,7 +187,7 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Errorf("watch -since %s -o table: exit %d\nstdout:\n%s\nstderr:\n%s", since, code, out, errOut)
 	}
 	// A version the store has not reached: the server's OutOfRange.
-	if _, errOut, code := c.run("watch", "clitest.v1.Widget", "-since", "999999999", "-timeout", "5s"); code != 1 || !strings.Contains(errOut, "OutOfRange") {
+	if _, errOut, code := c.run("watch", "clitest.v1.Widget", "-since", "18446744073709551615", "-timeout", "5s"); code != 1 || !strings.Contains(errOut, "OutOfRange") {
 		t.Errorf("watch -since from the future: exit %d, stderr %q; want 1 and OutOfRange", code, errOut)
 	}
 

@@ -24,16 +24,28 @@ import (
 
 // Workload is the idle-watchers workload against a running
 // Loom server process that serves the example types: Watchers WatchList
-// clients of Bars, on 10 connections with gRPC's fixed 64 KiB stream
-// window, read their EndOfSnapshot and stop reading; then 4 client
-// goroutines on another connection make Writes small unconditional writes
-// of Bars (Names of them: creates, then updates).
+// clients of Bars (of Zips with Zips), on 10 connections with gRPC's fixed
+// 64 KiB stream window, read their EndOfSnapshot and stop reading; then
+// Writers client goroutines (4 if 0) on another connection make Writes
+// small unconditional writes of Bars (Zips) (Names of them: creates, then
+// updates).
 type Workload struct {
 	Addr     string // the server's gRPC address
 	PID      int    // the server's process, whose memory is measured
 	Watchers int
 	Writes   int
 	Names    int
+	Writers  int
+	Zips     bool // watch and write Zips instead of Bars (W11)
+}
+
+// Result is what Measure measured.
+type Result struct {
+	WritesPerSec float64
+	// RSSGrowth is how much the server's RSS grew from before the
+	// watchers connected to after the last write; HWM its high-water mark
+	// at the end. Bytes.
+	RSSGrowth, HWM int64
 }
 
 // Run runs the workload with b's timer stopped but for the writes, and
@@ -41,10 +53,23 @@ type Workload struct {
 // before the watchers connected to after the last write (rss-MB), and its
 // high-water mark (hwm-MB).
 func (w Workload) Run(ctx context.Context, b *testing.B) {
-	const (
-		conns   = 10
+	r := w.Measure(ctx, b)
+	b.ReportMetric(r.WritesPerSec, "writes/s")
+	b.ReportMetric(float64(r.RSSGrowth)/(1<<20), "rss-MB")
+	b.ReportMetric(float64(r.HWM)/(1<<20), "hwm-MB")
+}
+
+// Measure is Run without reporting: it returns what it measured.
+func (w Workload) Measure(ctx context.Context, b *testing.B) Result {
+	const conns = 10
+	writers := w.Writers
+	if writers == 0 {
 		writers = 4
-	)
+	}
+	newResource, typ := idleBar, foo.BarV1Type
+	if w.Zips {
+		newResource, typ = idleZip, foo.ZipType
+	}
 	b.StopTimer()
 	dial := func() *grpc.ClientConn {
 		conn, err := grpc.NewClient(w.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -58,12 +83,12 @@ func (w Workload) Run(ctx context.Context, b *testing.B) {
 	defer wconn.Close()
 	client := pbresource.NewResourceServiceClient(wconn)
 	// One write first, so the server has its steady state before measuring.
-	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: idleBar(b, "warm-up")}); err != nil {
+	if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: newResource(b, "warm-up")}); err != nil {
 		b.Fatal(err)
 	}
 	rss0, _ := ProcMem(w.PID)
 
-	req := &pbresource.WatchListRequest{Type: foo.BarV1Type, Tenancy: &pbresource.Tenancy{Partition: "*", Namespace: "*"}}
+	req := &pbresource.WatchListRequest{Type: typ, Tenancy: &pbresource.Tenancy{Partition: "*", Namespace: "*"}}
 	for c := range conns {
 		conn := dial()
 		defer conn.Close()
@@ -93,7 +118,7 @@ func (w Workload) Run(ctx context.Context, b *testing.B) {
 		wg.Go(func() {
 			for i := wr; i < w.Writes; i += writers {
 				// Unconditional: the example controller writes Bars too.
-				res := idleBar(b, fmt.Sprintf("bar-%05d", i%w.Names))
+				res := newResource(b, fmt.Sprintf("res-%05d", i%w.Names))
 				if _, err := client.Write(ctx, &pbresource.WriteRequest{Resource: res}); err != nil {
 					errs <- fmt.Errorf("write %d: %w", i, err)
 					return
@@ -109,9 +134,7 @@ func (w Workload) Run(ctx context.Context, b *testing.B) {
 		b.Fatal(err)
 	}
 	rss1, hwm := ProcMem(w.PID)
-	b.ReportMetric(float64(w.Writes)/elapsed.Seconds(), "writes/s")
-	b.ReportMetric(float64(rss1-rss0)/(1<<20), "rss-MB")
-	b.ReportMetric(float64(hwm)/(1<<20), "hwm-MB")
+	return Result{WritesPerSec: float64(w.Writes) / elapsed.Seconds(), RSSGrowth: rss1 - rss0, HWM: hwm}
 }
 
 func idleBar(b *testing.B, name string) *pbresource.Resource {
@@ -125,6 +148,17 @@ func idleBar(b *testing.B, name string) *pbresource.Resource {
 			Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "default"},
 			Name:    name,
 		},
+		Data: data,
+	}
+}
+
+func idleZip(b *testing.B, name string) *pbresource.Resource {
+	data, err := anypb.New(&pbfoov1.Zip{Zap: "a small payload"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &pbresource.Resource{
+		Id:   &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: name},
 		Data: data,
 	}
 }

@@ -5,7 +5,8 @@
 // # How it works
 //
 // One read-write lock guards the whole store. Writes take it exclusively,
-// bump a store-wide revision counter (rendered as the resource Version),
+// bump a store-wide revision counter (rendered as the resource Version,
+// which starts at the wall clock in nanoseconds: see firstRevision),
 // update the indexes and hand the change to every matching watch while still
 // holding the lock, so each watch sees changes in commit order. Reads share
 // the lock and return the stored messages themselves, without copying: per
@@ -74,6 +75,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
@@ -147,7 +149,10 @@ type Backend struct {
 	mu sync.RWMutex
 
 	// revision is the store-wide revision: the Version of the latest write.
+	// It starts at first (see firstRevision), the Version of the empty
+	// store.
 	revision uint64
+	first    uint64
 
 	types map[storage.UnversionedType]*typeIndex
 	// lastType and lastTI are the type last written to and its index
@@ -187,8 +192,36 @@ func New(opts ...Option) *Backend {
 	for _, opt := range opts {
 		opt(b)
 	}
-	b.log = newEventLog(b.logEvents, b.logBytes)
+	b.first = firstRevision()
+	b.revision = b.first
+	b.log = newEventLog(b.logEvents, b.logBytes, b.first+1)
 	return b
+}
+
+// firstRevision returns the revision a new store starts at: the wall
+// clock in nanoseconds since 1970. Versions are not kept across restarts,
+// so this is what tells a version or page token of an earlier process
+// apart from one of this store: an earlier process started at an earlier
+// clock reading t0 and made its versions t0+1, t0+2, ... one per write,
+// so its versions stay below the clock for as long as it writes fewer
+// than 10^9 times a second; a store behind one lock does a few hundred
+// thousand. A version below the start is then one this store never had:
+// a watch resuming from it gets a new snapshot and a page token holding
+// it is storage.ErrVersionGone. (A version above the store's revision,
+// which a wall clock set back between the two processes could give, is
+// storage.ErrFutureVersion, as before.) Today's readings are about
+// 1.8e18, below 2^63: they fit an int64 until 2262.
+func firstRevision() uint64 {
+	return uint64(time.Now().UnixNano())
+}
+
+// newFeed returns the feed of typ. Every revision up to the store's first
+// counts as dropped from it: a watch cannot resume from before the store
+// began.
+func (b *Backend) newFeed(typ storage.UnversionedType) *feed {
+	f := &feed{typ: typ}
+	f.dropped.Store(b.first)
+	return f
 }
 
 // rkey locates a resource within its type. Keys order by partition, then
@@ -617,7 +650,7 @@ func (b *Backend) publish(ti *typeIndex, typ storage.UnversionedType, res, prev 
 		// The type's first change: its feed may exist already, made by a
 		// WatchList of the type.
 		if f = b.feeds[typ]; f == nil {
-			f = &feed{typ: typ}
+			f = b.newFeed(typ)
 			b.feeds[typ] = f
 		}
 		ti.feed = f

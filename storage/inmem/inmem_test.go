@@ -92,13 +92,17 @@ func TestQuietTypeSurvivesLogWrap(t *testing.T) {
 	ev, err := w.Next(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, ev.GetEndOfSnapshot())
+	var first string
 	for i := range 20 {
-		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
+		res, err := b.WriteCAS(ctx, testResource(fmt.Sprint("r", i)))
 		require.NoError(t, err)
+		if i == 0 {
+			first = res.Version
+		}
 	}
 	// Resuming from far behind the log's tail is exact while the log has
 	// dropped nothing of the type.
-	early, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: "1"})
+	early, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: first})
 	require.NoError(t, err)
 	defer early.Close()
 
@@ -117,7 +121,7 @@ func TestQuietTypeSurvivesLogWrap(t *testing.T) {
 		_, err := b.WriteCAS(ctx, testResource(fmt.Sprint("s", i)))
 		require.NoError(t, err)
 	}
-	old, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: "1"})
+	old, err := b.WatchListSince(ctx, quiet, allTenancy, "", storage.WatchOptions{SinceVersion: first})
 	require.NoError(t, err)
 	defer old.Close()
 	ev, err = old.Next(ctx)

@@ -61,7 +61,9 @@ type logEntry struct {
 // BenchmarkIdleWatchers).
 const entryOverhead = 768
 
-func newEventLog(count int, maxBytes int64) *eventLog {
+// newEventLog returns an empty log whose first entry will be at revision
+// first.
+func newEventLog(count int, maxBytes int64, first uint64) *eventLog {
 	n := 1
 	for n < count {
 		n <<= 1
@@ -71,8 +73,8 @@ func newEventLog(count int, maxBytes int64) *eventLog {
 		mask:     uint64(n - 1),
 		maxBytes: maxBytes,
 	}
-	l.next.Store(1)
-	l.tail.Store(1)
+	l.next.Store(first)
+	l.tail.Store(first)
 	return l
 }
 

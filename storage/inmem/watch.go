@@ -51,7 +51,7 @@ func (b *Backend) WatchListSince(_ context.Context, resType storage.UnversionedT
 	b.watchMu.Lock()
 	f := b.feeds[resType]
 	if f == nil {
-		f = &feed{typ: resType}
+		f = b.newFeed(resType)
 		b.feeds[resType] = f
 	}
 	b.watchMu.Unlock()
