@@ -197,12 +197,20 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclo
 
 	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithWatchLogBytes(watchLogBytes),
 		loometcd.WithLogger(logger.Named("etcd")))
+	// Refuse a store with a newer layout or one that went back in time
+	// (a restore without a revision bump) before serving it.
+	stopMark, err := backend.Start(ctx)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
 	leaseCtx, stopLease := context.WithCancel(context.Background())
 	electionKey := backend.ElectionKey() // the backend accepts fences of its elections only
 	lease, err := loometcd.NewLease(leaseCtx, client, electionKey, f.leaseTTL,
 		loometcd.WithLeaseValue(f.nodeName), loometcd.WithLeaseLogger(logger.Named("lease")))
 	if err != nil {
 		stopLease()
+		stopMark()
 		client.Close()
 		return nil, err
 	}
@@ -227,6 +235,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclo
 				logger.Warn("leader lease did not resign in time; the others wait for its TTL")
 			}
 			<-logDone
+			stopMark() // records the high-water mark once more
 			client.Close()
 		},
 	}, nil

@@ -102,6 +102,9 @@ type Backend struct {
 	catchUps  int
 	logger    hclog.Logger
 
+	// markInterval is how often Start's loop records the high-water mark.
+	markInterval time.Duration
+
 	// seen is the greatest etcd revision this backend has observed: in the
 	// response to a read or a write, or in an event a watch handed out.
 	// Eventually consistent reads are never served from an etcd member
@@ -152,6 +155,8 @@ func New(client *clientv3.Client, opts ...Option) *Backend {
 		catchUps:  DefaultCatchUps,
 		logger:    hclog.NewNullLogger(),
 		pageSize:  rangePageSize,
+
+		markInterval: DefaultMarkInterval,
 	}
 	for _, opt := range opts {
 		opt(b)
