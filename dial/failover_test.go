@@ -211,18 +211,33 @@ func TestDialDoesNotRetryWriteOfUnknownOutcome(t *testing.T) {
 	require.NoError(t, err, "the next write goes to the server still running")
 }
 
-// A client given a stopped server among others connects to another.
-func TestDialSkipsStoppedServer(t *testing.T) {
+// A client given stopped and silent servers among others connects to
+// one that answers, without waiting for the silent ones' connect timeout.
+func TestDialSkipsServersThatDoNotAnswer(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.servers[0].stop()
-	c.servers[2].stop()
-	ctx := ctxFor(t)
+	// A silent server accepts connections and never speaks.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	addrs := c.addrs() + "," + silent.Addr().String()
 	// The list is shuffled for each connection: a few connections make
-	// it likely that some try a stopped server first.
+	// it likely that some try a stopped or silent server first.
 	for range 5 {
-		conn, err := dial.Dial(c.addrs(), dial.WithInsecure())
+		conn, err := dial.Dial(addrs, dial.WithInsecure())
 		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = pbresource.NewResourceServiceClient(conn).Write(ctx, &pbresource.WriteRequest{Resource: zip(t, "z")})
+		cancel()
 		require.NoError(t, err)
 		require.NoError(t, conn.Close())
 	}
