@@ -82,7 +82,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	fs.StringVar(&f.addr, "addr", addr, "`address` of the server's gRPC port ($"+EnvAddr+" sets the default)")
+	fs.StringVar(&f.addr, "addr", addr, "`addresses` of the servers' gRPC ports, separated by commas: the process fails over between them ($"+EnvAddr+" sets the default)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "`file` of PEM CA certificates the server's certificate is verified against (turns TLS on; the system's roots when only -tls-cert is given); reloaded when it changes")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM client certificate to present (mutual TLS, with -tls-key; turns TLS on)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
@@ -112,8 +112,8 @@ func (f *config) check(name string) error {
 	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
 		return usagef("unknown -log-level %q (want trace, debug, info, warn or error)", f.logLevel)
 	}
-	if f.addr == "" {
-		return usagef("-addr is empty: give the server's gRPC address")
+	if _, err := dial.SplitAddrs(f.addr); err != nil {
+		return usagef("-addr: give the servers' gRPC addresses, separated by commas (%q has an empty one)", f.addr)
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("-tls-cert and -tls-key go together")

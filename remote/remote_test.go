@@ -247,7 +247,8 @@ const tokenACL = `tokens:
 `
 
 // Over TLS with a token file, without leader election: the process runs
-// its controllers at once.
+// its controllers at once. Its -addr lists a server that does not answer
+// too: the process connects to the other.
 func TestRunOverTLSWithTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewAuthority(t, "test CA")
@@ -256,7 +257,7 @@ func TestRunOverTLSWithTokenFile(t *testing.T) {
 	addr := serve(t, &certs.Files{Cert: crt, Key: key}, tokenACL, foo.RegisterTypes)
 	tokenFile := testcerts.Write(t, filepath.Join(dir, "token"), []byte("controllers-secret\n"))
 
-	p := start(t, "solo", "-addr", addr, "-tls-ca", caFile, "-token-file", tokenFile, "-leader-elect=false")
+	p := start(t, "solo", "-addr", deadAddr(t)+","+addr, "-tls-ca", caFile, "-token-file", tokenFile, "-leader-elect=false")
 	waitFor(t, "the process is ready", p.ready(t))
 	conn, err := dial.Dial(addr, dial.WithTLS(certs.Files{CA: caFile}), dial.WithToken("controllers-secret"))
 	if err != nil {
@@ -283,16 +284,22 @@ func TestRunFailsWithoutTheLeaseType(t *testing.T) {
 	}
 }
 
-// A process whose server does not answer is alive but not ready, and says
-// why.
-func TestNotReadyUntilPrimed(t *testing.T) {
+// deadAddr returns a loopback address where nothing answers.
+func deadAddr(t *testing.T) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
 	lis.Close() // nothing answers there now
-	p := start(t, "lonely", "-addr", addr, "-leader-elect=false")
+	return addr
+}
+
+// A process whose server does not answer is alive but not ready, and says
+// why.
+func TestNotReadyUntilPrimed(t *testing.T) {
+	p := start(t, "lonely", "-addr", deadAddr(t), "-leader-elect=false")
 	if code, _ := p.get(t, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d, want 200", code)
 	}
@@ -328,6 +335,7 @@ func TestFlags(t *testing.T) {
 		{"argument", []string{"extra"}, `unexpected argument "extra"`},
 		{"unknown flag", []string{"-nope"}, "-nope"},
 		{"empty addr", []string{"-addr", ""}, "-addr"},
+		{"empty addr in list", []string{"-addr", "127.0.0.1:1,,127.0.0.1:2"}, "-addr"},
 	} {
 		err := remote.Run(context.Background(), tc.args, io.Discard, nil, remote.WithName("remote-test"))
 		var usage remote.UsageError

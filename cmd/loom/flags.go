@@ -68,7 +68,7 @@ func newClientFlags(h commandHelp, output io.Writer, tenancy bool) *clientFlags 
 	if addr == "" {
 		addr = host.DefaultGRPCAddr
 	}
-	c.fs.StringVar(&c.addr, "addr", addr, "`address` of the server's gRPC port ($"+envAddr+" sets the default)")
+	c.fs.StringVar(&c.addr, "addr", addr, "`addresses` of the servers' gRPC ports, separated by commas: requests fail over between them ($"+envAddr+" sets the default)")
 	// The token's default is not shown in the help, which would print the
 	// secret: an empty flag means $LOOM_TOKEN, read in connect.
 	c.fs.StringVar(&c.token, "token", "", "ACL `token` sent with every request (default $"+envToken+")")
@@ -175,6 +175,9 @@ func (c *clientFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 	token := c.token
 	if token == "" {
 		token = os.Getenv(envToken)
+	}
+	if _, err := dial.SplitAddrs(c.addr); err != nil {
+		return nil, usagef("-addr: give the servers' gRPC addresses, separated by commas (%q has an empty one)", c.addr)
 	}
 	var opts []dial.Option
 	if c.tlsCA != "" || c.tlsCert != "" || c.tlsKey != "" {
