@@ -41,7 +41,7 @@ const (
 
 // readiness is what /readyz checks.
 type readiness struct {
-	serving *atomic.Bool // the gRPC server serves (false again once shutdown begins)
+	serving *atomic.Bool // the gRPC server serves (false again once the drain begins)
 	backend storage.Backend
 	mgr     *controller.Manager
 }
