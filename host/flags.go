@@ -23,6 +23,12 @@ const (
 	// says otherwise.
 	DefaultHTTPAddr        = "127.0.0.1:8501"
 	defaultShutdownTimeout = 10 * time.Second
+	// defaultDrainPeriod is how long a host that was told to stop goes on
+	// serving with /readyz failing, unless -drain-period says otherwise
+	// (-dev: 0). It covers a load balancer that probes every few seconds
+	// noticing the 503, and a Kubernetes endpoint removal reaching the
+	// proxies, so that no new request is sent to a closed listener.
+	defaultDrainPeriod = 5 * time.Second
 
 	// defaultHandshakeTimeout bounds a new connection's handshakes (gRPC's
 	// own default, 120 s, lets idle TCP connections that never speak
@@ -73,6 +79,7 @@ type config struct {
 	logLevel        string
 	logJSON         bool
 	shutdownTimeout time.Duration
+	drainPeriod     time.Duration
 	maxResource     int
 	maxListBytes    int
 	maxLargeLists   int
@@ -127,6 +134,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
 		"how long to let in-flight unary requests finish on SIGINT/SIGTERM before closing connections (open watches end at once)")
+	fs.DurationVar(&f.drainPeriod, "drain-period", defaultDrainPeriod,
+		"how long to go on serving on SIGINT/SIGTERM, with /readyz failing and gRPC health NOT_SERVING, before refusing new requests, so load balancers move clients elsewhere first (default with -dev: 0, no drain)")
 	fs.IntVar(&f.maxResource, "max-resource-bytes", server.DefaultMaxResourceBytes,
 		"largest resource the server stores, in `bytes` of its encoding; keep it under the clients' gRPC message limit (4 MiB by default) and etcd's --max-request-bytes (1.5 MiB by default)")
 	fs.IntVar(&f.maxListBytes, "max-list-bytes", server.DefaultMaxListBytes,
@@ -172,6 +181,12 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.shutdownTimeout <= 0 {
 		return f, usagef("-shutdown-timeout must be positive")
+	}
+	if f.drainPeriod < 0 {
+		return f, usagef("-drain-period must not be negative")
+	}
+	if f.dev && !isSet(fs, "drain-period") {
+		f.drainPeriod = 0 // Ctrl-C stops a development server at once
 	}
 	if f.maxResource <= 0 {
 		return f, usagef("-max-resource-bytes must be positive")

@@ -38,6 +38,7 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-lease-ttl", "2500ms"}, wantErr: "whole number of seconds", usage: true},
 		{args: []string{"-dev", "-log-level", "loud"}, wantErr: "-log-level", usage: true},
 		{args: []string{"-dev", "-shutdown-timeout", "0s"}, wantErr: "-shutdown-timeout", usage: true},
+		{args: []string{"-dev", "-drain-period", "-1s"}, wantErr: "-drain-period must not be negative", usage: true},
 		{args: []string{"-dev", "-max-resource-bytes", "4096"}},
 		{args: []string{"-dev", "-max-resource-bytes", "0"}, wantErr: "-max-resource-bytes", usage: true},
 		{args: []string{"-dev", "-watch-log-bytes", "1048576"}},
@@ -165,6 +166,28 @@ func TestMaxConnsDefault(t *testing.T) {
 	for fds, want := range map[uint64]int{0: 4096 - 128 - 128 - 256, 1024: 1024 - 128 - 128 - 64, 300: 300 - 128 - 128 - 18, 250: 0, 1 << 40: 1<<20 - 128 - 128 - 1<<16} {
 		if got := defaultMaxConns(fds, 128); got != want {
 			t.Errorf("defaultMaxConns(%d, 128) = %d, want %d", fds, got, want)
+		}
+	}
+}
+
+// TestDrainPeriodDefault: 5s on etcd, none with -dev (Ctrl-C stops a
+// development server at once) unless -drain-period says otherwise.
+func TestDrainPeriodDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379"}, want: 5 * time.Second},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "e:2379", "-drain-period", "0s"}, want: 0},
+		{args: []string{"-dev"}, want: 0},
+		{args: []string{"-dev", "-drain-period", "2s"}, want: 2 * time.Second},
+	} {
+		f, err := parseFlags(&options{name: "loom server"}, tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if f.drainPeriod != tc.want {
+			t.Errorf("%q: drain period %v, want %v", tc.args, f.drainPeriod, tc.want)
 		}
 	}
 }

@@ -16,7 +16,8 @@
 // The host owns its command line (run the binary with -h for the flags):
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
-// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
+// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof),
+// a drain on SIGTERM (-drain-period: /readyz fails while it serves on), and
 // limits on connections and messages (-max-conns, -max-http-conns,
 // -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
 // keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle). With
@@ -48,6 +49,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/loomrt/loom/internal/daemon"
 
@@ -149,9 +151,9 @@ func newOptions(opts []Option) *options {
 }
 
 // Main runs the host with the flags of os.Args until SIGINT or SIGTERM,
-// then shuts down gracefully and exits: status 0 after a clean shutdown
-// (or -h), 2 on a mistake in the command line, 1 on any other error. A
-// second signal ends a shutdown that takes too long.
+// then drains and shuts down gracefully (see Run) and exits: status 0
+// after a clean shutdown (or -h), 2 on a mistake in the command line, 1 on
+// any other error. A second signal ends a drain or a shutdown at once.
 func Main(register RegisterFunc, opts ...Option) {
 	daemon.Main(newOptions(opts).name, func(ctx context.Context) error {
 		return Run(ctx, os.Args[1:], os.Stderr, register, opts...)
@@ -160,7 +162,9 @@ func Main(register RegisterFunc, opts ...Option) {
 
 // Run is Main without the process: it parses args (without the program
 // name), writes its usage and logs to stderr, serves until ctx ends, then
-// shuts down: no new connections or RPCs are accepted, open WatchList
+// drains: /readyz fails and the gRPC health service reports NOT_SERVING,
+// while everything is served as before for -drain-period. Then it shuts
+// down: no new connections or RPCs are accepted, open WatchList
 // streams end with Unavailable "server is shutting down" (clients re-watch
 // elsewhere), and unary RPCs in flight get up to -shutdown-timeout to
 // finish before the remaining connections are closed; connections held
@@ -366,9 +370,17 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		return fmt.Errorf("serving gRPC: %w", err)
 	}
 
-	logger.Info("shutting down", "timeout", f.shutdownTimeout)
+	// Drain: /readyz and the health service tell load balancers and
+	// health-checking clients to go elsewhere while this server still
+	// serves everything, new connections included; only then does it
+	// refuse new RPCs.
 	serving.Store(false)
 	healthSrv.Shutdown()
+	if f.drainPeriod > 0 {
+		logger.Info("draining: serving on while /readyz fails", "period", f.drainPeriod)
+		time.Sleep(f.drainPeriod)
+	}
+	logger.Info("shutting down", "timeout", f.shutdownTimeout)
 	svc.Shutdown()
 	beginShutdown()
 	stopGRPC(gs, &unary, f.shutdownTimeout, shutdownStreamGrace, logger)

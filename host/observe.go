@@ -3,7 +3,10 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/loomrt/loom/internal/daemon"
 
@@ -24,32 +27,105 @@ var readyProbeID = &pbresource.ID{
 	Name:    "loom-readyz-probe",
 }
 
+const (
+	// storageProbeTimeout bounds the storage readiness check: well under
+	// Kubernetes' default probe timeout (1 s), so that a store that lost
+	// its quorum (where a strongly consistent read stalls) fails /readyz
+	// rather than timing the probe out.
+	storageProbeTimeout = 500 * time.Millisecond
+	// storageProbeFresh is how long a storage check's answer is reused:
+	// however many probes come, the store gets at most one read per
+	// storageProbeFresh, and never two at once.
+	storageProbeFresh = 200 * time.Millisecond
+)
+
 // readiness is what /readyz checks.
 type readiness struct {
-	serving *atomic.Bool // the gRPC server serves (false again once shutdown begins)
+	serving *atomic.Bool // the gRPC server serves (false again once the drain begins)
 	backend storage.Backend
 	mgr     *controller.Manager
 }
 
 func (r readiness) options() []observe.Option {
+	probe := &storageProbe{backend: r.backend, timeout: storageProbeTimeout, fresh: storageProbeFresh}
 	return []observe.Option{
 		observe.WithReadiness("grpc", func(context.Context) error {
 			if !r.serving.Load() {
-				return errors.New("the gRPC server is not serving")
+				return errors.New("the server is shutting down")
 			}
 			return nil
 		}),
-		observe.WithReadiness("storage", func(ctx context.Context) error {
-			_, err := r.backend.Read(ctx, storage.StrongConsistency, readyProbeID)
-			if err != nil && !errors.Is(err, storage.ErrNotFound) {
-				return err
-			}
-			return nil
-		}),
+		observe.WithReadiness("storage", probe.check),
 		observe.WithReadiness("cache", func(context.Context) error {
 			return r.mgr.CheckPrimed() // names the types, and why a watch fails
 		}),
 	}
+}
+
+// storageProbe is the storage readiness check: a strongly consistent read
+// of a name no one writes, answered within timeout. Concurrent checks share
+// one read, and its answer stands for fresh, so a flood of probes does not
+// become a flood of reads on the store.
+type storageProbe struct {
+	backend        storage.Backend
+	timeout, fresh time.Duration
+
+	mu      sync.Mutex
+	reading chan struct{} // closed when the read running ends; nil when none runs
+	started time.Time     // when the read running started
+	err     error         // the last read's answer
+	at      time.Time     // when it came; zero before the first
+}
+
+func (p *storageProbe) check(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.at.IsZero() && time.Since(p.at) < p.fresh {
+		err := p.err
+		p.mu.Unlock()
+		return err
+	}
+	if p.reading == nil {
+		p.reading, p.started = make(chan struct{}), time.Now()
+		go p.read(p.reading)
+	}
+	reading, deadline := p.reading, p.started.Add(p.timeout)
+	p.mu.Unlock()
+
+	// A read that overruns (a backend that ignores its context) is still
+	// the only one: later checks fail at once until it ends.
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-reading:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.err
+	case <-timer.C:
+		return p.slow()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// read reads the probe's name and records the answer.
+func (p *storageProbe) read(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	_, err := p.backend.Read(ctx, storage.StrongConsistency, readyProbeID)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		err = nil
+	case err != nil && ctx.Err() != nil:
+		err = p.slow()
+	}
+	p.mu.Lock()
+	p.err, p.at, p.reading = err, time.Now(), nil
+	p.mu.Unlock()
+	close(done)
+}
+
+func (p *storageProbe) slow() error {
+	return fmt.Errorf("no answer within %s", p.timeout)
 }
 
 // listenHTTP listens on f.httpAddr, holding at most -max-http-conns

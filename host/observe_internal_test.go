@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,4 +150,100 @@ func readyz(t *testing.T, base string) (int, string) {
 	defer rsp.Body.Close()
 	b, _ := io.ReadAll(rsp.Body)
 	return rsp.StatusCode, string(b)
+}
+
+// stallingBackend is a backend whose Reads, while stalled, wait for
+// release whatever their context says (the worst a store without quorum
+// can do), counting the Reads running at once.
+type stallingBackend struct {
+	storage.Backend
+	stalled       atomic.Bool
+	release       chan struct{}
+	running, most atomic.Int32
+	reads         atomic.Int32
+}
+
+func (b *stallingBackend) Read(ctx context.Context, c storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
+	b.reads.Add(1)
+	n := b.running.Add(1)
+	defer b.running.Add(-1)
+	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
+	}
+	if b.stalled.Load() {
+		<-b.release
+	}
+	return b.Backend.Read(ctx, c, id)
+}
+
+// TestReadyzFailsWithinASecondOfAStall: once the store stalls, /readyz
+// answers 503 naming the storage within 1 s (Kubernetes' default probe
+// timeout), every answer comes within 1 s, and a flood of probes makes one
+// read on the store at a time; once the store answers again, 200.
+func TestReadyzFailsWithinASecondOfAStall(t *testing.T) {
+	registry := resource.NewRegistry()
+	if err := foo.RegisterTypes(registry); err != nil {
+		t.Fatal(err)
+	}
+	mem := inmem.New()
+	backend := &stallingBackend{Backend: mem, release: make(chan struct{})}
+	svc := server.New(server.Config{Backend: mem, Registry: registry})
+	mgr, url, _ := startReadiness(t, backend, server.NewInProcessClient(svc))
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+	if err := mgr.WaitPrimed(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(t, url); code != http.StatusOK {
+		t.Fatalf("/readyz = %d %q, want 200", code, body)
+	}
+
+	backend.stalled.Store(true)
+	stalled := time.Now()
+	for {
+		asked := time.Now()
+		code, body := readyz(t, url)
+		if took := time.Since(asked); took > time.Second {
+			t.Fatalf("/readyz took %v with the store stalled, want at most 1s", took)
+		}
+		if code == http.StatusServiceUnavailable {
+			if !strings.Contains(body, "storage") {
+				t.Fatalf("/readyz = 503 %q, want it to name the storage", body)
+			}
+			t.Logf("/readyz failed %v after the stall: %q", time.Since(stalled), body)
+			break
+		}
+		if time.Since(stalled) > time.Second {
+			t.Fatalf("/readyz still %d %q more than 1s after the store stalled", code, body)
+		}
+	}
+
+	// A flood of probes: one read at a time on the store.
+	var flood sync.WaitGroup
+	for range 16 {
+		flood.Add(1)
+		go func() {
+			defer flood.Done()
+			for range 10 {
+				if code, body := readyz(t, url); code != http.StatusServiceUnavailable {
+					t.Errorf("/readyz with the store stalled = %d %q, want 503", code, body)
+				}
+			}
+		}()
+	}
+	flood.Wait()
+	if most := backend.most.Load(); most > 1 {
+		t.Errorf("%d reads on the store at once under a flood of probes, want 1", most)
+	}
+
+	backend.stalled.Store(false)
+	close(backend.release)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body := readyz(t, url)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %q 10s after the store answered again", code, body)
+		}
+	}
 }

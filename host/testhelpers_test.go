@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,18 +58,17 @@ func startHost(t testing.TB, args ...string) *runningHost {
 		cancel()
 		t.Fatalf("host did not listen within 10s; log:\n%s", h.log)
 	}
-	var stopped atomic.Bool
+	var once sync.Once // stop may be called from a test's goroutine and its cleanup at once
 	var result error
 	h.stop = func() error {
-		if stopped.Swap(true) {
-			return result
-		}
-		cancel()
-		select {
-		case result = <-done:
-		case <-time.After(15 * time.Second):
-			result = errors.New("host did not stop within 15s")
-		}
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(15 * time.Second):
+				result = errors.New("host did not stop within 15s")
+			}
+		})
 		return result
 	}
 	t.Cleanup(func() { _ = h.stop() })
