@@ -73,7 +73,10 @@ func TestRequireSettledFailsOnAControllerThatKeepsWriting(t *testing.T) {
 }
 
 func TestRequireSettledFailsOnADelete(t *testing.T) {
-	svc, client := setup(t)
+	svc := startService(t)
+	// The snapshots may take a while on a loaded machine; the failure
+	// comes at the first delete either way.
+	client := resourcetest.NewClient(svc.Client).WithTimeout(10 * time.Second)
 	for i := 0; i < 100; i++ {
 		svc.Resource(foo.ZipType, fmt.Sprintf("zip-%03d", i)).WithData(t, &pbfoov1.Zip{Zap: "z"}).Write(t, svc.Client)
 	}
