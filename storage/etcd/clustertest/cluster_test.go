@@ -87,8 +87,9 @@ func (m *etcdMember) restart(t *testing.T) {
 // loomServer is one `loom server -storage etcd` process.
 type loomServer struct {
 	*proc
-	node   string
-	addr   string
+	node     string
+	addr     string
+	httpAddr string // as given: port 0 when the system picked it
 	client pbresource.ResourceServiceClient
 	// proxies stand between the server and each etcd member, to cut it
 	// off from etcd (see faultProxy).
@@ -444,11 +445,24 @@ type testCluster struct {
 	members []*etcdMember
 	etcd    *clientv3.Client // a client of every member
 	servers []*loomServer
+	// What it takes to start a server again.
+	dir, bin  string
+	endpoints []string
 }
+
+// serverAddrs are the addresses a server listens on.
+type serverAddrs struct{ grpc, http string }
 
 // startCluster builds the binaries, starts a 3-member etcd cluster and 3
 // loom servers on it, and dumps their logs if the test fails.
 func startCluster(t *testing.T) *testCluster {
+	t.Helper()
+	return startClusterAt(t, nil)
+}
+
+// startClusterAt is startCluster with the servers' gRPC and HTTP addresses
+// given (grpcAddrs[i], httpAddrs[i]); nil picks free ports.
+func startClusterAt(t *testing.T, addrs []serverAddrs) *testCluster {
 	t.Helper()
 	began := time.Now()
 	dir := t.TempDir()
@@ -476,9 +490,14 @@ func startCluster(t *testing.T) *testCluster {
 	t.Cleanup(func() { etcd.Close() })
 	c.etcd = etcd
 
+	c.dir, c.bin, c.endpoints = dir, bins["./cmd/loom"], endpoints
 	c.servers = make([]*loomServer, 3)
 	for i := range c.servers {
-		c.servers[i] = startLoom(t, dir, bins["./cmd/loom"], fmt.Sprintf("loom-%d", i+1), endpoints)
+		at := serverAddrs{grpc: "127.0.0.1:0", http: "127.0.0.1:0"}
+		if addrs != nil {
+			at = addrs[i]
+		}
+		c.servers[i] = startLoom(t, dir, c.bin, fmt.Sprintf("loom-%d", i+1), endpoints, at)
 	}
 	dumpOnFailure(t, c.members, c.servers)
 	t.Logf("cluster up in %s", time.Since(began).Round(time.Millisecond))
@@ -565,7 +584,7 @@ func startEtcdCluster(t *testing.T, dir, bin string) []*etcdMember {
 var listeningRE = regexp.MustCompile(`"addr":"([^"]+)"`)
 
 // startLoom starts a loom server on the cluster and waits until it serves.
-func startLoom(t *testing.T, dir, bin, node string, endpoints []string) *loomServer {
+func startLoom(t *testing.T, dir, bin, node string, endpoints []string, at serverAddrs) *loomServer {
 	t.Helper()
 	var proxies []*faultProxy
 	var via []string
@@ -578,14 +597,14 @@ func startLoom(t *testing.T, dir, bin, node string, endpoints []string) *loomSer
 		"-storage", "etcd",
 		"-etcd-endpoints", strings.Join(via, ","),
 		"-etcd-prefix", "/loom-cluster-test",
-		"-grpc-addr", "127.0.0.1:0",
-		"-http-addr", "127.0.0.1:0",
+		"-grpc-addr", at.grpc,
+		"-http-addr", at.http,
 		"-lease-ttl", leaseTTL.String(),
 		"-node-name", node,
 		"-examples",
 		"-log-json",
 	)
-	s := &loomServer{proc: p, node: node, proxies: proxies}
+	s := &loomServer{proc: p, node: node, proxies: proxies, httpAddr: at.http}
 	if err := poll(time.Now().Add(20*time.Second), func() error {
 		if p.exited() {
 			return fmt.Errorf("%s exited: %v\n%s", node, p.err, p.tail(20))
