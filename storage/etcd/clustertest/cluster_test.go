@@ -90,7 +90,7 @@ type loomServer struct {
 	node     string
 	addr     string
 	httpAddr string // as given: port 0 when the system picked it
-	client pbresource.ResourceServiceClient
+	client   pbresource.ResourceServiceClient
 	// proxies stand between the server and each etcd member, to cut it
 	// off from etcd (see faultProxy).
 	proxies []*faultProxy
