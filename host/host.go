@@ -51,7 +51,6 @@ import (
 
 	"github.com/loomrt/loom/internal/daemon"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -196,9 +195,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	// server is always the leader) and what to close when the server has
 	// stopped.
 	var (
-		backend storage.Backend
-		lease   leaderLease
-		closeFn = func() {}
+		backend  storage.Backend
+		lease    leaderLease
+		election = inmemLease // names the lease in loom_leader
+		closeFn  = func() {}
 	)
 	switch f.storage {
 	case "etcd":
@@ -206,7 +206,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		if err != nil {
 			return err
 		}
-		backend, lease, closeFn = st.backend, st.lease, st.close
+		backend, lease, election, closeFn = st.backend, st.lease, st.election, st.close
 	default:
 		backend = inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes))
 	}
@@ -241,9 +241,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	grpcMetrics := grpcprom.NewServerMetrics()
-	metrics.MustRegister(grpcMetrics)
+	grpcMetrics := newGRPCMetrics()
+	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()))
 	mustRegisterStorageMetrics(metrics, backend)
+	mustRegisterLeaderMetric(metrics, election, lease)
 
 	// The controllers run in this process and talk to the service directly.
 	// A single in-memory server is always the leader; on etcd the servers

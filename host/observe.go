@@ -13,6 +13,7 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -97,4 +98,31 @@ func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backe
 	if wc, ok := backend.(watchCounter); ok {
 		reg.MustRegister(watchCollector{backend: wc})
 	}
+}
+
+// inmemLease names the lease of a server on in-memory storage in
+// loom_leader: it always leads.
+const inmemLease = "inmem"
+
+// mustRegisterLeaderMetric registers loom_leader for the lease named
+// election; a nil lease is always held (in-memory storage).
+func mustRegisterLeaderMetric(reg prometheus.Registerer, election string, lease leaderLease) {
+	held := func() bool { return true }
+	if lease != nil {
+		held = lease.Held
+	}
+	reg.MustRegister(daemon.LeaderCollector(election, held))
+}
+
+// grpcLatencyBuckets are the bounds, in seconds, of the gRPC handling-time
+// histogram: from a cached read (under a millisecond) to a write that
+// waits on a slow etcd (seconds). A WatchList's handling time is how long
+// the watch stayed open: leave it out of latency alerts.
+var grpcLatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// newGRPCMetrics returns the gRPC server's metrics: calls by method and
+// code, and their handling time (grpc_server_handling_seconds).
+func newGRPCMetrics() *grpcprom.ServerMetrics {
+	return grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets(grpcLatencyBuckets)))
 }

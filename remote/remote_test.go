@@ -175,7 +175,7 @@ func (p *process) ready(t *testing.T) func() bool {
 func (p *process) holds(t *testing.T) func() bool {
 	return func() bool {
 		_, body := p.get(t, "/metrics")
-		return strings.Contains(body, `loom_leader_election_held{lease="remote-test"} 1`)
+		return strings.Contains(body, `loom_leader{lease="remote-test"} 1`)
 	}
 }
 
@@ -266,7 +266,7 @@ func TestRunOverTLSWithTokenFile(t *testing.T) {
 	if by := writeQux(t, pbresource.NewResourceServiceClient(conn), "q1"); by != "solo" {
 		t.Fatalf("q1 reconciled by %q, want solo", by)
 	}
-	if _, metrics := p.get(t, "/metrics"); strings.Contains(metrics, "loom_leader_election_held") {
+	if _, metrics := p.get(t, "/metrics"); strings.Contains(metrics, "loom_leader") {
 		t.Error("/metrics has the lease gauge without leader election")
 	}
 }
