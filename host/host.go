@@ -182,7 +182,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 
 	// The security files first: a missing or malformed one stops the host
 	// before it touches storage, and it never serves without them.
-	tlsOpt, err := tlsOption(f, logger.Named("tls"))
+	certExpiry := certExpiryGauge()
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	tlsOpt, err := tlsOption(reloadCtx, f, logger.Named("tls"), certExpiry)
 	if err != nil {
 		return err
 	}
@@ -242,7 +245,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	grpcMetrics := newGRPCMetrics()
-	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()))
+	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()), certExpiry)
 	mustRegisterStorageMetrics(metrics, backend)
 	mustRegisterLeaderMetric(metrics, election, lease)
 
@@ -281,7 +284,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
 
-	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr})
+	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, logger.Named("http"))
 	if err != nil {
 		lis.Close()
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/internal/daemon"
 
 	"github.com/loomrt/loom/controller"
@@ -55,13 +56,29 @@ func (r readiness) options() []observe.Option {
 
 // listenHTTP listens on f.httpAddr, holding at most -max-http-conns
 // connections, for the metrics of g, the probes of ready and, with -pprof,
-// the profiler. Nil without -http-addr.
-func listenHTTP(f config, g prometheus.Gatherer, ready readiness) (*daemon.HTTPServer, error) {
+// the profiler; over TLS with -http-tls, the metrics and profiler behind
+// the token of -http-token-file. Nil without -http-addr.
+func listenHTTP(f config, g prometheus.Gatherer, ready readiness, logger hclog.Logger) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}
-	return daemon.ListenHTTP(f.httpAddr, f.maxHTTPConns, opts...)
+	if f.httpTokenFile != "" {
+		token, err := daemon.ReadToken("http-token-file", f.httpTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, observe.WithBearerToken(token))
+	}
+	tlsCfg, err := httpTLS(f, logger)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := daemon.ListenHTTP(f.httpAddr, f.maxHTTPConns, opts...)
+	if srv != nil && tlsCfg != nil {
+		srv.UseTLS(tlsCfg)
+	}
+	return srv, err
 }
 
 // watchCounter is a backend that counts its watches (both of Loom's do).

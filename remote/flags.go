@@ -184,15 +184,7 @@ func (f config) token() (string, error) {
 	if f.tokenFile == "" {
 		return os.Getenv(EnvToken), nil
 	}
-	b, err := os.ReadFile(f.tokenFile)
-	if err != nil {
-		return "", fmt.Errorf("-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("-token-file: %s is empty", f.tokenFile)
-	}
-	return token, nil
+	return daemon.ReadToken("token-file", f.tokenFile)
 }
 
 // newLease returns the Elector the flags describe. The renew deadline and
