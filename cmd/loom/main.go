@@ -5,6 +5,7 @@
 //	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
 //	loom apply -f FILE|DIR|-             create or update the resources in YAML or JSON files
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
+//	loom leader HTTP-ADDR...             show which server leads
 //	loom version                         print the version
 //	loom help                            show the commands
 package main
@@ -100,6 +101,7 @@ func commands() []command {
 		{"delete", "delete a resource, or those in files", runDelete},
 		{"watch", "watch resources of a type, printing each event", runWatch},
 		{"write", "write one resource as given (apply is usually better)", runWrite},
+		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
 	}
