@@ -16,7 +16,8 @@
 // The host owns its command line (run the binary with -h for the flags):
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
-// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof), and
+// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof; over
+// TLS with -http-tls; /metrics and pprof behind -http-token-file), and
 // limits on connections and messages (-max-conns, -max-http-conns,
 // -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
 // keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle). With
