@@ -16,9 +16,11 @@
 package certs
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -50,6 +52,28 @@ func CheckEvery(d time.Duration) Option { return func(r *reloader) { r.interval 
 // OnReloadError sets what is told when changed files fail to load (the
 // previous certificates stay in force). By default nothing is.
 func OnReloadError(fn func(error)) Option { return func(r *reloader) { r.onError = fn } }
+
+// Loaded describes a set of files just loaded, for logs and metrics.
+type Loaded struct {
+	// Cert is the leaf certificate of Files.Cert; nil without one.
+	Cert *x509.Certificate
+	// CAExpiry is when the first of the CA file's certificates expires;
+	// zero without a CA file.
+	CAExpiry time.Time
+}
+
+// OnLoad sets what is told of each set of files loaded: the first, when
+// the config is made, and every reload after a change. fn runs while
+// handshakes wait for the files: keep it short.
+func OnLoad(fn func(Loaded)) Option { return func(r *reloader) { r.onLoad = fn } }
+
+// CheckInBackground reads the files every CheckEvery interval (every
+// CheckInterval when it is 0) until ctx ends, besides at handshakes: so a reload, or a
+// file that fails to load, is reported when it happens rather than at the
+// next handshake.
+func CheckInBackground(ctx context.Context) Option {
+	return func(r *reloader) { r.background = ctx }
+}
 
 // ServerConfig returns a TLS config serving f.Cert and f.Key, requiring and
 // verifying client certificates signed by f.CA when it is set. It fails
@@ -103,15 +127,20 @@ func ClientConfig(f Files, opts ...Option) (*tls.Config, error) {
 
 // material is one loaded set of files.
 type material struct {
-	cert *tls.Certificate // nil when no certificate was asked for
-	pool *x509.CertPool   // nil when no CA was asked for
-	sum  [sha256.Size]byte
+	cert   *tls.Certificate // nil when no certificate was asked for
+	pool   *x509.CertPool   // nil when no CA was asked for
+	loaded Loaded
+	sum    [sha256.Size]byte
 }
 
 type reloader struct {
 	files    Files
 	interval time.Duration
 	onError  func(error)
+	onLoad   func(Loaded)
+	// background, when set, has the files read every interval until it
+	// ends.
+	background context.Context
 
 	mu      sync.Mutex
 	m       *material
@@ -129,7 +158,31 @@ func newReloader(f Files, opts []Option) (*reloader, error) {
 		return nil, err
 	}
 	r.m, r.checked = m, time.Now()
+	if r.onLoad != nil {
+		r.onLoad(m.loaded)
+	}
+	if r.background != nil {
+		go r.checkUntilDone()
+	}
 	return r, nil
+}
+
+// checkUntilDone reads the files every interval until r.background ends.
+func (r *reloader) checkUntilDone() {
+	every := r.interval
+	if every <= 0 {
+		every = CheckInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.background.Done():
+			return
+		case <-t.C:
+			r.current()
+		}
+	}
 }
 
 // current returns the material in force, loading the files again first
@@ -150,6 +203,9 @@ func (r *reloader) current() *material {
 		}
 	case m.sum != r.m.sum:
 		r.m, r.lastErr = m, ""
+		if r.onLoad != nil {
+			r.onLoad(m.loaded)
+		}
 	}
 	return r.m
 }
@@ -189,6 +245,7 @@ func load(f Files) (*material, error) {
 			return nil, err
 		}
 		m.cert = &cert
+		m.loaded.Cert = leaf
 		h.Write(certPEM)
 		h.Write(keyPEM)
 	}
@@ -202,6 +259,7 @@ func load(f Files) (*material, error) {
 			return nil, fmt.Errorf("TLS: CA file %s holds no PEM certificate", f.CA)
 		}
 		m.pool = pool
+		m.loaded.CAExpiry = firstExpiry(pem)
 		h.Write(pem)
 	}
 	h.Sum(m.sum[:0])
@@ -224,4 +282,23 @@ func checkValidity(file string, c *x509.Certificate, now time.Time) error {
 	const layout = time.RFC3339
 	return fmt.Errorf("TLS: certificate %s %s: valid from %s until %s, and it is %s: renew it, or check this machine's clock",
 		file, what, c.NotBefore.UTC().Format(layout), c.NotAfter.UTC().Format(layout), now.UTC().Format(layout))
+}
+
+// firstExpiry returns the earliest NotAfter of the certificates in
+// pemData (zero when none parses).
+func firstExpiry(pemData []byte) time.Time {
+	var first time.Time
+	for {
+		var block *pem.Block
+		if block, pemData = pem.Decode(pemData); block == nil {
+			return first
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err == nil && (first.IsZero() || c.NotAfter.Before(first)) {
+			first = c.NotAfter
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package certs_test
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"path/filepath"
@@ -140,4 +141,51 @@ func TestBadFilesNameTheFile(t *testing.T) {
 	assert.ErrorContains(t, err, "garbage.pem holds no PEM certificate")
 	_, err = certs.ClientConfig(certs.Files{Cert: garbage})
 	assert.ErrorContains(t, err, "needs both")
+}
+
+// TestOnLoadInBackground: OnLoad tells of the first files and of each
+// change, with the leaf and the CA's expiry; with CheckInBackground a
+// change is loaded, and a bad file reported, without any handshake.
+func TestOnLoadInBackground(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewAuthority(t, "ca")
+	now := time.Now().Truncate(time.Second)
+	c1, k1 := ca.LeafValid(t, "server-1", now.Add(-time.Hour), now.Add(48*time.Hour))
+	files := certs.Files{Cert: write(t, filepath.Join(dir, "tls.crt"), c1), Key: write(t, filepath.Join(dir, "tls.key"), k1),
+		CA: write(t, filepath.Join(dir, "ca.crt"), ca.PEM)}
+	loads := make(chan certs.Loaded, 4)
+	errs := make(chan error, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := certs.ServerConfig(files, certs.CheckEvery(10*time.Millisecond), certs.CheckInBackground(ctx),
+		certs.OnLoad(func(l certs.Loaded) { loads <- l }), certs.OnReloadError(func(err error) { errs <- err }))
+	require.NoError(t, err)
+
+	first := <-loads
+	assert.Equal(t, "server-1", first.Cert.Subject.CommonName)
+	assert.True(t, first.Cert.NotAfter.Equal(now.Add(48*time.Hour)), "leaf NotAfter %s", first.Cert.NotAfter)
+	assert.False(t, first.CAExpiry.IsZero(), "the CA's expiry")
+
+	c2, k2 := ca.LeafValid(t, "server-2", now.Add(-time.Hour), now.Add(72*time.Hour))
+	write(t, files.Key, k2)
+	write(t, files.Cert, c2)
+	select {
+	case l := <-loads:
+		assert.Equal(t, "server-2", l.Cert.Subject.CommonName)
+		assert.True(t, l.Cert.NotAfter.Equal(now.Add(72*time.Hour)))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the renewed certificate was not loaded in the background within 10s")
+	}
+
+	for len(errs) > 0 {
+		<-errs // the key written before its certificate, a moment ago
+	}
+	write(t, files.Cert, []byte("not PEM"))
+	select {
+	case err := <-errs:
+		assert.ErrorContains(t, err, files.Cert)
+		assert.ErrorContains(t, err, "previous certificates stay in force")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a bad certificate file was not reported in the background within 10s")
+	}
 }

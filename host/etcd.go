@@ -159,9 +159,10 @@ type leaderLease interface {
 // close, which resigns leadership (call it after the controllers stopped)
 // and closes the client.
 type etcdStorage struct {
-	backend storage.Backend
-	lease   leaderLease
-	close   func()
+	backend  storage.Backend
+	lease    leaderLease
+	election string // the election key, which names the lease in loom_leader
+	close    func()
 }
 
 // openEtcd connects to etcd, checks that it answers, and starts
@@ -223,8 +224,9 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclo
 		"election", electionKey, "lease_ttl", f.leaseTTL, "node", f.nodeName, "tls", tlsCfg != nil)
 
 	return &etcdStorage{
-		backend: backend,
-		lease:   lease,
+		backend:  backend,
+		lease:    lease,
+		election: electionKey,
 		close: func() {
 			// Resign, so another server takes over at once instead of
 			// after the TTL; then let go of etcd.

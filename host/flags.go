@@ -92,6 +92,8 @@ type config struct {
 	reloadInterval               time.Duration
 	httpAddr                     string
 	pprof                        bool
+	httpTLS                      bool
+	httpTokenFile                string
 
 	handshakeTimeout time.Duration
 	maxStreams       uint
@@ -153,6 +155,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
+	fs.BoolVar(&f.httpTLS, "http-tls", false, "serve the HTTP endpoints over TLS with -tls-cert and -tls-key (reloaded as for gRPC; no client certificate is asked for, so probes need none)")
+	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); read at start")
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", defaultHandshakeTimeout,
 		"how long a new gRPC connection may take to complete its TLS and HTTP/2 handshakes before it is closed")
 	fs.UintVar(&f.maxStreams, "max-streams-per-conn", defaultMaxStreams,
@@ -211,6 +215,12 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.pprof && f.httpAddr == "" {
 		return f, usagef("-pprof needs -http-addr")
+	}
+	if (f.httpTLS || f.httpTokenFile != "") && f.httpAddr == "" {
+		return f, usagef("-http-tls and -http-token-file need -http-addr")
+	}
+	if f.httpTLS && f.tlsCert == "" {
+		return f, usagef("-http-tls serves the certificate of -tls-cert and -tls-key: give them")
 	}
 	switch f.storage {
 	case "inmem":

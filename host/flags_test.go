@@ -62,6 +62,8 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-dev", "-reload-interval", "0s"}, wantErr: "-reload-interval must be positive", usage: true},
 		{args: []string{"-dev", "-tls-client-ca", "ca.pem"}, wantErr: "-tls-client-ca needs", usage: true},
 		{args: []string{"-dev", "-http-addr", "", "-pprof"}, wantErr: "-pprof needs", usage: true},
+		{args: []string{"-dev", "-http-addr", "", "-http-token-file", "t"}, wantErr: "-http-tls and -http-token-file need -http-addr", usage: true},
+		{args: []string{"-dev", "-http-tls"}, wantErr: "-http-tls serves the certificate of -tls-cert", usage: true},
 		{args: []string{"-dev", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-client-ca", "ca.pem", "-acl-file", "acl.yaml",
 			"-http-addr", "", "-reflection=false", "-handshake-timeout", "1s", "-max-streams-per-conn", "10",
 			"-max-recv-msg-bytes", "2000000", "-keepalive-min-time", "30s", "-keepalive-time", "2m", "-max-conn-idle", "1h"}},

@@ -16,8 +16,9 @@
 // The host owns its command line (run the binary with -h for the flags):
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
-// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof),
-// a drain on SIGTERM (-drain-period: /readyz fails while it serves on), and
+// HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof; over
+// TLS with -http-tls; /metrics and pprof behind -http-token-file), a drain
+// on SIGTERM (-drain-period: /readyz fails while it serves on), and
 // limits on connections and messages (-max-conns, -max-http-conns,
 // -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
 // keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle). With
@@ -53,7 +54,6 @@ import (
 
 	"github.com/loomrt/loom/internal/daemon"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -187,7 +187,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 
 	// The security files first: a missing or malformed one stops the host
 	// before it touches storage, and it never serves without them.
-	tlsOpt, err := tlsOption(f, logger.Named("tls"))
+	certExpiry := certExpiryGauge()
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	tlsOpt, err := tlsOption(reloadCtx, f, logger.Named("tls"), certExpiry)
 	if err != nil {
 		return err
 	}
@@ -200,9 +203,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	// server is always the leader) and what to close when the server has
 	// stopped.
 	var (
-		backend storage.Backend
-		lease   leaderLease
-		closeFn = func() {}
+		backend  storage.Backend
+		lease    leaderLease
+		election = inmemLease // names the lease in loom_leader
+		closeFn  = func() {}
 	)
 	switch f.storage {
 	case "etcd":
@@ -210,7 +214,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		if err != nil {
 			return err
 		}
-		backend, lease, closeFn = st.backend, st.lease, st.close
+		backend, lease, election, closeFn = st.backend, st.lease, st.election, st.close
 	default:
 		backend = inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes))
 	}
@@ -245,9 +249,10 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	grpcMetrics := grpcprom.NewServerMetrics()
-	metrics.MustRegister(grpcMetrics)
+	grpcMetrics := newGRPCMetrics()
+	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()), certExpiry)
 	mustRegisterStorageMetrics(metrics, backend)
+	mustRegisterLeaderMetric(metrics, election, lease)
 
 	// The controllers run in this process and talk to the service directly.
 	// A single in-memory server is always the leader; on etcd the servers
@@ -284,7 +289,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
 
-	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr})
+	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, logger.Named("http"))
 	if err != nil {
 		lis.Close()
 		return err

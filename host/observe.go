@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/internal/daemon"
 
 	"github.com/loomrt/loom/controller"
@@ -16,6 +17,7 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -130,13 +132,29 @@ func (p *storageProbe) slow() error {
 
 // listenHTTP listens on f.httpAddr, holding at most -max-http-conns
 // connections, for the metrics of g, the probes of ready and, with -pprof,
-// the profiler. Nil without -http-addr.
-func listenHTTP(f config, g prometheus.Gatherer, ready readiness) (*daemon.HTTPServer, error) {
+// the profiler; over TLS with -http-tls, the metrics and profiler behind
+// the token of -http-token-file. Nil without -http-addr.
+func listenHTTP(f config, g prometheus.Gatherer, ready readiness, logger hclog.Logger) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}
-	return daemon.ListenHTTP(f.httpAddr, f.maxHTTPConns, opts...)
+	if f.httpTokenFile != "" {
+		token, err := daemon.ReadToken("http-token-file", f.httpTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, observe.WithBearerToken(token))
+	}
+	tlsCfg, err := httpTLS(f, logger)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := daemon.ListenHTTP(f.httpAddr, f.maxHTTPConns, opts...)
+	if srv != nil && tlsCfg != nil {
+		srv.UseTLS(tlsCfg)
+	}
+	return srv, err
 }
 
 // watchCounter is a backend that counts its watches (both of Loom's do).
@@ -173,4 +191,31 @@ func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backe
 	if wc, ok := backend.(watchCounter); ok {
 		reg.MustRegister(watchCollector{backend: wc})
 	}
+}
+
+// inmemLease names the lease of a server on in-memory storage in
+// loom_leader: it always leads.
+const inmemLease = "inmem"
+
+// mustRegisterLeaderMetric registers loom_leader for the lease named
+// election; a nil lease is always held (in-memory storage).
+func mustRegisterLeaderMetric(reg prometheus.Registerer, election string, lease leaderLease) {
+	held := func() bool { return true }
+	if lease != nil {
+		held = lease.Held
+	}
+	reg.MustRegister(daemon.LeaderCollector(election, held))
+}
+
+// grpcLatencyBuckets are the bounds, in seconds, of the gRPC handling-time
+// histogram: from a cached read (under a millisecond) to a write that
+// waits on a slow etcd (seconds). A WatchList's handling time is how long
+// the watch stayed open: leave it out of latency alerts.
+var grpcLatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// newGRPCMetrics returns the gRPC server's metrics: calls by method and
+// code, and their handling time (grpc_server_handling_seconds).
+func newGRPCMetrics() *grpcprom.ServerMetrics {
+	return grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets(grpcLatencyBuckets)))
 }

@@ -66,7 +66,8 @@ func TestHostHTTP(t *testing.T) {
 		return strings.Contains(body, "\nloom_controller_reconcile_total{")
 	})
 	for _, family := range []string{"go_goroutines", "process_", "workqueue_", `grpc_server_handled_total{grpc_code="OK",grpc_method="Write"`,
-		"\nloom_storage_watches_open ", "\nloom_storage_watch_events_buffered ", "\nloom_storage_watches_dropped_total 0\n"} {
+		"\nloom_storage_watches_open ", "\nloom_storage_watch_events_buffered ", "\nloom_storage_watches_dropped_total 0\n",
+		"\nloom_leader{lease=\"inmem\"} 1\n", "\nloom_build_info{go=\"go", `grpc_server_handling_seconds_bucket{grpc_method="Write",grpc_service="hashicorp.consul.resource.ResourceService",grpc_type="unary",le="0.0005"}`} {
 		if !strings.Contains(metrics, family) {
 			t.Errorf("/metrics lacks %s", family)
 		}

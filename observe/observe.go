@@ -15,10 +15,12 @@ package observe
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +48,7 @@ type config struct {
 	timeout  time.Duration
 	write    time.Duration
 	pprof    bool
+	token    []byte
 }
 
 type check struct {
@@ -74,6 +77,12 @@ func WithWriteTimeout(d time.Duration) Option { return func(c *config) { c.write
 // the endpoint is private: profiles reveal a lot about a process.
 func WithPprof() Option { return func(c *config) { c.pprof = true } }
 
+// WithBearerToken makes /metrics and the profiler answer only requests
+// with the header "Authorization: Bearer <token>" (401 otherwise, with
+// nothing of the token in the answer). /healthz and /readyz stay open,
+// for probes.
+func WithBearerToken(token string) Option { return func(c *config) { c.token = []byte(token) } }
+
 // NewHandler returns the handler of the endpoints the options turn on
 // (/healthz and /readyz always).
 func NewHandler(opts ...Option) http.Handler {
@@ -95,20 +104,40 @@ func NewHandler(opts ...Option) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	private := func(h http.Handler) http.Handler { return h }
+	if c.token != nil {
+		private = func(h http.Handler) http.Handler { return requireToken(c.token, h) }
+	}
 	if c.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(c.gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", private(promhttp.HandlerFor(c.gatherer, promhttp.HandlerOpts{})))
 	}
 	if c.pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", forDuration(pprof.Profile, c.write))
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", forDuration(pprof.Trace, c.write))
+		mux.Handle("/debug/pprof/", private(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", private(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", private(forDuration(pprof.Profile, c.write)))
+		mux.Handle("/debug/pprof/symbol", private(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", private(forDuration(pprof.Trace, c.write)))
 	}
 	write := c.write
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		setWriteDeadline(w, write)
 		mux.ServeHTTP(w, r)
+	})
+}
+
+// requireToken serves h to requests that carry "Authorization: Bearer
+// <token>", compared in constant time, and 401 to the others.
+func requireToken(token []byte, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const scheme = "Bearer "
+		auth := r.Header.Get("Authorization")
+		if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) ||
+			subtle.ConstantTimeCompare([]byte(auth[len(scheme):]), token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
+			http.Error(w, "unauthorized: send the token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

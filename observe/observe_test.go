@@ -121,3 +121,36 @@ func TestStalledReaderIsCutOff(t *testing.T) {
 	assert.Equal(t, http.StatusOK, rsp.StatusCode, string(body))
 	assert.NotEmpty(t, body)
 }
+
+// TestBearerToken: with a token, /metrics and pprof answer only requests
+// bearing it; the probes stay open.
+func TestBearerToken(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "loom_test_total", Help: "A test counter."}))
+	h := observe.NewHandler(observe.WithMetrics(reg), observe.WithPprof(), observe.WithBearerToken("s3cret"))
+	do := func(path, auth string) (int, string, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String(), rec.Header().Get("WWW-Authenticate")
+	}
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/cmdline"} {
+		for _, auth := range []string{"", "Bearer wrong", "Bearer s3cre", "Basic s3cret", "Bearer s3cret2"} {
+			code, body, challenge := do(path, auth)
+			assert.Equal(t, http.StatusUnauthorized, code, "%s with %q", path, auth)
+			assert.Equal(t, `Bearer realm="loom"`, challenge)
+			assert.NotContains(t, body, "s3cret")
+		}
+		code, _, _ := do(path, "Bearer s3cret")
+		assert.Equal(t, http.StatusOK, code, "%s with the token", path)
+	}
+	_, body, _ := do("/metrics", "bearer s3cret") // the scheme is case-insensitive
+	assert.Contains(t, body, "loom_test_total 0")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, _, _ := do(path, "")
+		assert.Equal(t, http.StatusOK, code, "%s without a token", path)
+	}
+}

@@ -55,6 +55,7 @@ type config struct {
 	leaseTTL               time.Duration
 	leaseIdentity          string
 	httpAddr               string
+	httpTokenFile          string
 	pprof                  bool
 	logLevel               string
 	logJSON                bool
@@ -94,6 +95,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"how long a leader that stopped renewing keeps others waiting (the leader renews every 2/15 of it and gives up after 2/3 of it without a renewal); a leader that stops cleanly releases the lease at once")
 	fs.StringVar(&f.leaseIdentity, "lease-identity", "", "this replica's identity in the lease, unique among the replicas (default: the host name and a random suffix)")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (port 0 picks a free port; empty turns them off)")
+	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); read at start")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
@@ -120,6 +122,9 @@ func (f *config) check(name string) error {
 	}
 	if f.pprof && f.httpAddr == "" {
 		return usagef("-pprof needs -http-addr")
+	}
+	if f.httpTokenFile != "" && f.httpAddr == "" {
+		return usagef("-http-token-file needs -http-addr")
 	}
 	if !f.leaderElect {
 		return nil
@@ -184,15 +189,7 @@ func (f config) token() (string, error) {
 	if f.tokenFile == "" {
 		return os.Getenv(EnvToken), nil
 	}
-	b, err := os.ReadFile(f.tokenFile)
-	if err != nil {
-		return "", fmt.Errorf("-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("-token-file: %s is empty", f.tokenFile)
-	}
-	return token, nil
+	return daemon.ReadToken("token-file", f.tokenFile)
 }
 
 // newLease returns the Elector the flags describe. The renew deadline and

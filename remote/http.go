@@ -50,11 +50,19 @@ func (r *readiness) options() []observe.Option {
 }
 
 // listenHTTP listens on f.httpAddr for the metrics of g, the probes of
-// ready and, with -pprof, the profiler. Nil without -http-addr.
+// ready and, with -pprof, the profiler; the metrics and profiler behind the
+// token of -http-token-file. Nil without -http-addr.
 func listenHTTP(f config, g prometheus.Gatherer, ready *readiness) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
+	}
+	if f.httpTokenFile != "" {
+		token, err := daemon.ReadToken("http-token-file", f.httpTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, observe.WithBearerToken(token))
 	}
 	return daemon.ListenHTTP(f.httpAddr, daemon.DefaultMaxHTTPConns, opts...)
 }

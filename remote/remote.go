@@ -153,7 +153,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 
 	metrics := prometheus.NewRegistry()
 	grpcMetrics := grpcprom.NewClientMetrics()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), grpcMetrics)
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), grpcMetrics,
+		daemon.BuildInfoCollector(daemon.ReadBuildInfo()))
 	conn, err := f.dial(grpcMetrics, logger)
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		if lease, err = f.newLease(client, logger.Named("lease")); err != nil {
 			return err
 		}
-		metrics.MustRegister(leaseHeld(lease, f.leaseName))
+		metrics.MustRegister(daemon.LeaderCollector(f.leaseName, lease.Held))
 		mgrOpts = append(mgrOpts, controller.WithLease(lease))
 	}
 	mgr, err := controller.NewManager(client, logger.Named("controller"), mgrOpts...)
@@ -255,18 +256,4 @@ func (pr *parts) run(ctx context.Context, o *options, f config) error {
 	}
 	logger.Info("stopped")
 	return nil
-}
-
-// leaseHeld is a gauge of whether this replica holds the lease.
-func leaseHeld(lease *leaderelection.Elector, name string) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "loom_leader_election_held",
-		Help:        "1 while this replica holds the leader lease (and runs the singleton controllers), 0 otherwise.",
-		ConstLabels: prometheus.Labels{"lease": name},
-	}, func() float64 {
-		if lease.Held() {
-			return 1
-		}
-		return 0
-	})
 }

@@ -175,7 +175,7 @@ func (p *process) ready(t *testing.T) func() bool {
 func (p *process) holds(t *testing.T) func() bool {
 	return func() bool {
 		_, body := p.get(t, "/metrics")
-		return strings.Contains(body, `loom_leader_election_held{lease="remote-test"} 1`)
+		return strings.Contains(body, `loom_leader{lease="remote-test"} 1`)
 	}
 }
 
@@ -257,7 +257,8 @@ func TestRunOverTLSWithTokenFile(t *testing.T) {
 	addr := serve(t, &certs.Files{Cert: crt, Key: key}, tokenACL, foo.RegisterTypes)
 	tokenFile := testcerts.Write(t, filepath.Join(dir, "token"), []byte("controllers-secret\n"))
 
-	p := start(t, "solo", "-addr", deadAddr(t)+","+addr, "-tls-ca", caFile, "-token-file", tokenFile, "-leader-elect=false")
+	p := start(t, "solo", "-addr", deadAddr(t)+","+addr, "-tls-ca", caFile, "-token-file", tokenFile, "-leader-elect=false",
+		"-http-token-file", testcerts.Write(t, filepath.Join(dir, "http-token"), []byte("scrape-secret")))
 	waitFor(t, "the process is ready", p.ready(t))
 	conn, err := dial.Dial(addr, dial.WithTLS(certs.Files{CA: caFile}), dial.WithToken("controllers-secret"))
 	if err != nil {
@@ -267,7 +268,21 @@ func TestRunOverTLSWithTokenFile(t *testing.T) {
 	if by := writeQux(t, pbresource.NewResourceServiceClient(conn), "q1"); by != "solo" {
 		t.Fatalf("q1 reconciled by %q, want solo", by)
 	}
-	if _, metrics := p.get(t, "/metrics"); strings.Contains(metrics, "loom_leader_election_held") {
+	if code, _ := p.get(t, "/metrics"); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without the -http-token-file token = %d, want 401", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+p.http+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer scrape-secret")
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsp.Body.Close()
+	metrics, _ := io.ReadAll(rsp.Body)
+	if rsp.StatusCode != http.StatusOK || !strings.Contains(string(metrics), "\nloom_build_info{") {
+		t.Errorf("/metrics with the token = %d, without loom_build_info:\n%s", rsp.StatusCode, metrics)
+	}
+	if strings.Contains(string(metrics), "loom_leader") {
 		t.Error("/metrics has the lease gauge without leader election")
 	}
 }

@@ -253,7 +253,7 @@ func TestCLIUsage(t *testing.T) {
 			t.Errorf("loom %v: exit %d (%s), want 2", args, code, errOut)
 		}
 	}
-	for _, cmd := range []string{"apply", "read", "list", "delete", "watch", "write", "version", "server"} {
+	for _, cmd := range []string{"apply", "read", "list", "delete", "watch", "write", "version", "server", "leader"} {
 		out, errOut, code := c.run("help", cmd)
 		if code != 0 || !strings.Contains(out+errOut, "Examples:\n  loom "+cmd) {
 			t.Errorf("loom help %s: exit %d, no example:\n%s%s", cmd, code, out, errOut)

@@ -5,6 +5,7 @@
 //	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
 //	loom apply -f FILE|DIR|-             create or update the resources in YAML or JSON files
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
+//	loom leader HTTP-ADDR...             show which server leads
 //	loom version                         print the version
 //	loom help                            show the commands
 package main
@@ -18,13 +19,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"google.golang.org/grpc/status"
 
 	"github.com/loomrt/loom/host"
+	"github.com/loomrt/loom/internal/daemon"
 )
 
 // version is normally empty and taken from the build information; a release
@@ -100,6 +101,7 @@ func commands() []command {
 		{"delete", "delete a resource, or those in files", runDelete},
 		{"watch", "watch resources of a type, printing each event", runWatch},
 		{"write", "write one resource as given (apply is usually better)", runWrite},
+		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
 	}
@@ -157,7 +159,7 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("loom version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: loom version\n\nPrints loom's version, the Go version it was built with, and the platform.\n\n"+
+		fmt.Fprintf(stderr, "Usage: loom version\n\nPrints loom's module version (\"(devel)\" for a build from a checkout), the VCS revision\nit was built from (\"unknown\" when the build did not stamp one), the Go version and the\nplatform: what the servers' loom_build_info metric says.\n\n"+
 			"Examples:\n  loom version\n  loom --version\n")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -173,15 +175,13 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// versionString is what `loom version` prints: the version (-ldflags
+// main.version, else the module version from the build), the VCS revision
+// and the Go version, as loom_build_info labels them.
 func versionString() string {
-	v := version
-	if v == "" {
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			v = bi.Main.Version
-		}
+	b := daemon.ReadBuildInfo()
+	if version != "" {
+		b.Version = version
 	}
-	if v == "" || v == "(devel)" {
-		v = "dev"
-	}
-	return fmt.Sprintf("loom %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("loom %s (revision %s, %s %s/%s)", b.Version, b.Revision, b.Go, runtime.GOOS, runtime.GOARCH)
 }

@@ -84,6 +84,8 @@ func TestEtcdServers(t *testing.T) {
 	if becameLeaderRE.MatchString(logB.String()) {
 		t.Fatalf("both servers lead; b's log:\n%s", logB)
 	}
+	httpA, httpB := httpAddrOf(t, logA), httpAddrOf(t, logB)
+	waitLeader(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(httpA)+` +/loomtest/leader +yes\n`+regexp.QuoteMeta(httpB)+` +/loomtest/leader +no\n`), httpA, httpB)
 
 	// a stops: it resigns, b leads with a later term, well within the TTL.
 	start := time.Now()
@@ -92,6 +94,7 @@ func TestEtcdServers(t *testing.T) {
 	}
 	waitLog(t, logA, regexp.MustCompile(`lost leadership: term=`+strconv.FormatInt(termA, 10)), time.Second)
 	termB, _ := strconv.ParseInt(waitLog(t, logB, becameLeaderRE, 5*time.Second)[1], 10, 64)
+	t.Log(waitLeader(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(httpA)+` +- +error: .*\n`+regexp.QuoteMeta(httpB)+` +/loomtest/leader +yes\n`), httpA, httpB))
 	t.Logf("b became leader %s after a began stopping", time.Since(start))
 	if termB <= termA {
 		t.Errorf("b's term %d is not after a's %d", termB, termA)
@@ -162,5 +165,33 @@ func TestEtcdServerWithoutExamples(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("stopping: %v\nlog:\n%s", err, log)
+	}
+}
+
+// httpAddrOf returns the HTTP address a server logged.
+func httpAddrOf(t *testing.T, log *testlog.Buffer) string {
+	t.Helper()
+	m := httpListeningRE.FindStringSubmatch(log.String())
+	if m == nil {
+		t.Fatalf("no HTTP address in the log:\n%s", log)
+	}
+	return m[1]
+}
+
+// waitLeader runs `loom leader` on addrs until its output matches want,
+// within 10 s, and returns the output.
+func waitLeader(t *testing.T, want *regexp.Regexp, addrs ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var out, errOut strings.Builder
+		err := run(context.Background(), append([]string{"leader"}, addrs...), &out, &errOut)
+		if err == nil && want.MatchString(out.String()) {
+			return out.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loom leader %v: %v; output:\n%s%s\nwant it to match %q", addrs, err, out.String(), errOut.String(), want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
 	}
 }

@@ -317,7 +317,7 @@ func TestCommands(t *testing.T) {
 		wantOut  string
 		wantErr  string
 	}{
-		{args: []string{"version"}, wantOut: "loom "},
+		{args: []string{"version"}, wantOut: "loom (devel) (revision unknown, go"}, // a test binary is neither versioned nor stamped
 		{args: []string{"--version"}, wantOut: "loom "},
 		{args: []string{"help"}, wantOut: "server"},
 		{args: []string{"-h"}, wantOut: "Commands:"},

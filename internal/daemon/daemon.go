@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,6 +85,7 @@ const (
 type HTTPServer struct {
 	srv  *http.Server
 	lis  *connlimit.Listener
+	tls  *tls.Config // nil: plaintext
 	done chan error
 }
 
@@ -109,6 +112,9 @@ func ListenHTTP(addr string, maxConns int, opts ...observe.Option) (*HTTPServer,
 			// A connection that has not begun a request may make room for
 			// a new one; one in the middle of a request may not.
 			ConnState: func(c net.Conn, s http.ConnState) {
+				if tc, ok := c.(*tls.Conn); ok {
+					c = tc.NetConn() // the connection the listener counts
+				}
 				limited.SetIdle(c, s == http.StateNew || s == http.StateIdle)
 			},
 		},
@@ -125,11 +131,21 @@ func (h *HTTPServer) Conns() *connlimit.Listener { return h.lis }
 // for port 0.
 func (h *HTTPServer) Addr() string { return h.lis.Addr().String() }
 
+// UseTLS makes Serve serve HTTPS with cfg (the handshake within the
+// request header's deadline). Call it before Serve.
+func (h *HTTPServer) UseTLS(cfg *tls.Config) { h.tls = cfg }
+
 // Serve serves in the background until Stop.
 func (h *HTTPServer) Serve(logger hclog.Logger) {
-	logger.Info("HTTP server listening", "addr", h.Addr())
+	var lis net.Listener = h.lis
+	if h.tls != nil {
+		lis = tls.NewListener(h.lis, h.tls)
+	}
+	// Failed handshakes (scanners, plaintext clients) at debug level.
+	h.srv.ErrorLog = logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})
+	logger.Info("HTTP server listening", "addr", h.Addr(), "tls", h.tls != nil)
 	go func() {
-		err := h.srv.Serve(h.lis)
+		err := h.srv.Serve(lis)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -163,4 +179,19 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// ReadToken reads a token from path, the value of the flag named name,
+// trimmed of surrounding space: an error names the flag, and an empty
+// file is one.
+func ReadToken(name, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("-%s: %w", name, err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("-%s: %s is empty", name, path)
+	}
+	return token, nil
 }
