@@ -18,6 +18,7 @@ import (
 type Stats struct {
 	Max     int    // the bound
 	Open    int    // connections open now
+	Idle    int    // open connections marked idle (see SetIdle)
 	Refused uint64 // connections closed at accept because the bound was reached
 	Evicted uint64 // idle connections closed to make room for new ones
 }
@@ -110,7 +111,7 @@ func (l *Listener) SetIdle(c net.Conn, idle bool) {
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Max: l.max, Open: l.open, Refused: l.refused, Evicted: l.evicted}
+	return Stats{Max: l.max, Open: l.open, Idle: l.idle.n, Refused: l.refused, Evicted: l.evicted}
 }
 
 // Conn is a connection a Listener accepted; closing it makes room for
@@ -134,12 +135,16 @@ func (c *Conn) Close() error {
 }
 
 // idleList is a doubly linked list of connections, oldest first.
-type idleList struct{ head, tail *Conn }
+type idleList struct {
+	head, tail *Conn
+	n          int // connections in it
+}
 
 func (q *idleList) front() *Conn { return q.head }
 
 func (q *idleList) pushBack(c *Conn) {
 	c.prev, c.next, c.inIdle = q.tail, nil, true
+	q.n++
 	if q.tail != nil {
 		q.tail.next = c
 	} else {
@@ -163,4 +168,5 @@ func (q *idleList) remove(c *Conn) {
 		q.tail = c.prev
 	}
 	c.prev, c.next, c.inIdle = nil, nil, false
+	q.n--
 }

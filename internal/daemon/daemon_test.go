@@ -54,8 +54,14 @@ func TestHTTPSIdleConnectionsMakeRoom(t *testing.T) {
 	if err := get(first); err != nil {
 		t.Fatalf("first client: %v", err)
 	}
-	// The first client's connection is idle now, kept alive: the second
-	// takes its place.
+	// The first client's connection is kept alive, and idle once the
+	// server is done with the request: the second takes its place.
+	for deadline := time.Now().Add(5 * time.Second); srv.Conns().Stats().Idle != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first connection was not marked idle within 5s: %+v", srv.Conns().Stats())
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
 	if err := get(second); err != nil {
 		t.Fatalf("second client, with the first's connection idle: %v", err)
 	}
