@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/loomrt/loom/certs"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/storage"
 	loometcd "github.com/loomrt/loom/storage/etcd"
@@ -45,12 +45,14 @@ type etcdFlags struct {
 	password  string
 	leaseTTL  time.Duration
 	nodeName  string
+	// callTimeout bounds each request to etcd (etcd.WithCallTimeout).
+	callTimeout time.Duration
 }
 
 // etcdFlagNames are the flags that only make sense with -storage etcd.
 var etcdFlagNames = []string{
 	"etcd-endpoints", "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key",
-	"etcd-username", "etcd-password", "lease-ttl", "node-name",
+	"etcd-username", "etcd-password", "lease-ttl", "node-name", "etcd-call-timeout",
 }
 
 func (f *etcdFlags) register(fs *flag.FlagSet) {
@@ -58,14 +60,17 @@ func (f *etcdFlags) register(fs *flag.FlagSet) {
 		"comma-separated etcd client `endpoints` (host:port, or https://host:port), for -storage etcd")
 	fs.StringVar(&f.prefix, "etcd-prefix", defaultEtcdPrefix,
 		"etcd key `prefix` of this Loom store; servers sharing a store use the same prefix")
-	fs.StringVar(&f.ca, "etcd-ca", "", "`file` of PEM CA certificates to verify etcd's server certificate (enables TLS)")
-	fs.StringVar(&f.cert, "etcd-cert", "", "`file` with the PEM client certificate for etcd (with -etcd-key; enables TLS)")
+	fs.StringVar(&f.ca, "etcd-ca", "", "`file` of PEM CA certificates to verify etcd's server certificate (enables TLS; read at start)")
+	fs.StringVar(&f.cert, "etcd-cert", "", "`file` with the PEM client certificate for etcd (with -etcd-key; enables TLS; reloaded when it changes, checked every -reload-interval)")
 	fs.StringVar(&f.key, "etcd-key", "", "`file` with the PEM private key of -etcd-cert")
 	fs.StringVar(&f.username, "etcd-username", "", "etcd `user` name, when etcd has authentication on")
 	fs.StringVar(&f.password, "etcd-password", "", "etcd `password` of -etcd-username (or set "+etcdPasswordEnv+")")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL,
 		"`TTL` of the leader lease: how long the servers wait for a leader that vanished "+
 			"(whole seconds, at least 1s)")
+	fs.DurationVar(&f.callTimeout, "etcd-call-timeout", loometcd.DefaultCallTimeout,
+		"how long the server waits for etcd to answer one request of a read or a write; past it, or ahead of the client's deadline, "+
+			"a read fails with Unavailable and a write with Unavailable \"outcome unknown\"")
 	fs.StringVar(&f.nodeName, "node-name", "",
 		"`name` of this server, stored in the leader key and shown in logs (default: host name and process id)")
 }
@@ -104,6 +109,9 @@ func (f *etcdFlags) check() error {
 	if f.leaseTTL%time.Second != 0 {
 		return usagef("-lease-ttl %s is not a whole number of seconds", f.leaseTTL)
 	}
+	if f.callTimeout <= 0 {
+		return usagef("-etcd-call-timeout must be positive")
+	}
 	if f.nodeName == "" {
 		host, _ := os.Hostname()
 		f.nodeName = fmt.Sprintf("%s/%d", host, os.Getpid())
@@ -122,28 +130,18 @@ func (f *etcdFlags) endpointList() []string {
 }
 
 // tlsConfig returns the TLS configuration for etcd, nil without TLS flags.
-func (f *etcdFlags) tlsConfig() (*tls.Config, error) {
+// The files are read now, so a missing or bad one stops the host; the
+// client certificate and key are read again when they change (opts say
+// how often, and what to do with files that fail to load), as the gRPC
+// listener's are. The CA is the one read now: the etcd client keeps one
+// configuration for all its connections.
+func (f *etcdFlags) tlsConfig(opts ...certs.Option) (*tls.Config, error) {
 	if f.ca == "" && f.cert == "" {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.ca != "" {
-		pem, err := os.ReadFile(f.ca)
-		if err != nil {
-			return nil, fmt.Errorf("-etcd-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-etcd-ca: no PEM certificate in %s", f.ca)
-		}
-		cfg.RootCAs = pool
-	}
-	if f.cert != "" {
-		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
-		if err != nil {
-			return nil, fmt.Errorf("-etcd-cert/-etcd-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	cfg, err := certs.ClientConfig(certs.Files{Cert: f.cert, Key: f.key, CA: f.ca}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("-etcd-ca/-etcd-cert/-etcd-key: %w", err)
 	}
 	return cfg, nil
 }
@@ -167,8 +165,10 @@ type etcdStorage struct {
 
 // openEtcd connects to etcd, checks that it answers, and starts
 // campaigning for leadership.
-func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclog.Logger) (*etcdStorage, error) {
-	tlsCfg, err := f.tlsConfig()
+func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time.Duration, logger hclog.Logger) (*etcdStorage, error) {
+	tlsCfg, err := f.tlsConfig(certs.CheckEvery(reload), certs.OnReloadError(func(err error) {
+		logger.Error("etcd client TLS files not reloaded", "error", err)
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclo
 	}
 
 	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithWatchLogBytes(watchLogBytes),
-		loometcd.WithLogger(logger.Named("etcd")))
+		loometcd.WithLogger(logger.Named("etcd")), loometcd.WithCallTimeout(f.callTimeout))
 	// Refuse a store with a newer layout or one that went back in time
 	// (a restore without a revision bump) before serving it.
 	stopMark, err := backend.Start(ctx)
@@ -221,7 +221,8 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, logger hclo
 		logLeadership(leaseCtx, lease, logger.Named("leader"))
 	}()
 	logger.Info("storage: etcd", "endpoints", strings.Join(endpoints, ","), "prefix", f.prefix,
-		"election", electionKey, "lease_ttl", f.leaseTTL, "node", f.nodeName, "tls", tlsCfg != nil)
+		"election", electionKey, "lease_ttl", f.leaseTTL, "node", f.nodeName, "tls", tlsCfg != nil,
+		"call_timeout", f.callTimeout)
 
 	return &etcdStorage{
 		backend:  backend,

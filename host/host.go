@@ -210,7 +210,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	)
 	switch f.storage {
 	case "etcd":
-		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, logger)
+		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger)
 		if err != nil {
 			return err
 		}

@@ -185,11 +185,18 @@ func (c watchCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(watchesDroppedDesc, prometheus.CounterValue, float64(s.Dropped))
 }
 
+// requestMetrics is a backend with metrics of its own requests (etcd's).
+type requestMetrics interface{ Metrics() prometheus.Collector }
+
 // mustRegisterStorageMetrics registers backend's watch gauges on reg when
-// the backend counts its watches. It panics if reg has them already.
+// the backend counts its watches, and its request metrics when it has
+// them. It panics if reg has them already.
 func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
 	if wc, ok := backend.(watchCounter); ok {
 		reg.MustRegister(watchCollector{backend: wc})
+	}
+	if rm, ok := backend.(requestMetrics); ok {
+		reg.MustRegister(rm.Metrics())
 	}
 }
 

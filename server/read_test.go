@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -189,4 +190,25 @@ func TestBlanketWrites_GiveUpWithAborted(t *testing.T) {
 	res.Version = stored.Resource.Version
 	_, err = env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: res})
 	requireCode(t, err, codes.Aborted, "changed since it was read")
+}
+
+// TestOutcomeUnknownIsUnavailable: a write whose outcome the store could not
+// learn is Unavailable with a message that says so and how to check, even
+// when the caller's deadline passed meanwhile (which would otherwise be
+// DeadlineExceeded, a code that says nothing of the write).
+func TestOutcomeUnknownIsUnavailable(t *testing.T) {
+	for _, cause := range []error{errors.New("etcd: request timed out"), context.DeadlineExceeded} {
+		err := storageError(fmt.Errorf("etcd: %w: %w", storage.ErrOutcomeUnknown, cause))
+		requireCode(t, err, codes.Unavailable, "outcome unknown", "read the resource and compare its version")
+	}
+	env := newEnv(t, withBackendWrapper(func(b storage.Backend) storage.Backend { return unknownOutcome{b} }))
+	_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: bar(t, "a", "x")})
+	requireCode(t, err, codes.Unavailable, "outcome unknown")
+}
+
+// unknownOutcome never learns whether its writes landed.
+type unknownOutcome struct{ storage.Backend }
+
+func (unknownOutcome) WriteCAS(context.Context, *pbresource.Resource) (*pbresource.Resource, error) {
+	return nil, fmt.Errorf("%w: %w", storage.ErrOutcomeUnknown, context.DeadlineExceeded)
 }

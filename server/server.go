@@ -392,6 +392,10 @@ func storageError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, storage.ErrOutcomeUnknown):
+		// Before the context's errors: a caller whose deadline passed
+		// must still learn that the write may have landed.
+		return status.Errorf(codes.Unavailable, "%v; read the resource and compare its version to learn whether it was", err)
 	case errors.Is(err, storage.ErrInconsistent):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, storage.ErrCASFailure):

@@ -69,6 +69,12 @@ var (
 	// over etcd's --max-request-bytes. Nothing was written.
 	ErrTooLarge = errors.New("the resource is too large for the storage backend")
 
+	// ErrOutcomeUnknown means a write was sent to the store but no answer
+	// came back (a timeout, a lost connection, a leader lost while it was
+	// in flight): it may or may not have been applied. Read the resource
+	// to find out: its version tells whether the write landed.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the write may or may not have been applied")
+
 	// ErrOwnerNotFound means a write gives the resource an owner that is not
 	// stored (or not with the owner's Uid): an owner must exist when its
 	// resources are created, checked in the same atomic step as the write.
@@ -156,7 +162,8 @@ type Backend interface {
 	// found by OwnerReferences once its owner is gone.
 	//
 	// ErrInconsistent means the write could not be made safely (e.g. no
-	// quorum); it was not applied.
+	// quorum); it was not applied. ErrOutcomeUnknown means it was sent but
+	// not confirmed: it may have been applied.
 	WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error)
 
 	// DeleteCAS deletes the resource stored under id if version equals the

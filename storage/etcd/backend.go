@@ -104,6 +104,10 @@ type Backend struct {
 
 	// markInterval is how often Start's loop records the high-water mark.
 	markInterval time.Duration
+	// callTimeout bounds each etcd request (see WithCallTimeout); metrics
+	// counts them.
+	callTimeout time.Duration
+	metrics     *callMetrics
 
 	// seen is the greatest etcd revision this backend has observed: in the
 	// response to a read or a write, or in an event a watch handed out.
@@ -157,6 +161,8 @@ func New(client *clientv3.Client, opts ...Option) *Backend {
 		pageSize:  rangePageSize,
 
 		markInterval: DefaultMarkInterval,
+		callTimeout:  DefaultCallTimeout,
+		metrics:      newCallMetrics(),
 	}
 	for _, opt := range opts {
 		opt(b)
@@ -216,7 +222,7 @@ func encode(res *pbresource.Resource, uid string) (value []byte, idLen int, err 
 // members.
 func (b *Backend) get(ctx context.Context, consistency storage.ReadConsistency, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	if consistency != storage.StrongConsistency {
-		resp, err := b.client.Get(ctx, key, append(opts, clientv3.WithSerializable())...)
+		resp, err := b.callGet(ctx, opGetSerializable, key, append(opts, clientv3.WithSerializable())...)
 		if err == nil && resp.Header.Revision >= b.seen.Load() {
 			b.observe(resp.Header.Revision)
 			return resp, nil
@@ -226,8 +232,9 @@ func (b *Backend) get(ctx context.Context, consistency storage.ReadConsistency, 
 		}
 		// Behind, or this member could not answer at all: ask the leader.
 		b.readFallbacks.Add(1)
+		b.metrics.retried(retryStaleMember)
 	}
-	resp, err := b.client.Get(ctx, key, opts...)
+	resp, err := b.callGet(ctx, opGet, key, opts...)
 	if err != nil {
 		return nil, readError(ctx, err)
 	}
@@ -338,6 +345,7 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 	if err != nil {
 		return nil, err
 	}
+	b.metrics.retried(retryCompareFailed)
 	return b.updateSlow(ctx, res, version, cur, fence, fenced)
 }
 
@@ -407,6 +415,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 		}
 		// The owner is there: the resource exists, or the value compare
 		// missed. Compare what the transaction found instead.
+		b.metrics.retried(retryCompareFailed)
 		ownerCmps = ownerRevisionCmps(ownerKey, createRevision(resp))
 	}
 }
@@ -573,10 +582,6 @@ func stored(res *pbresource.Resource, uid string, rev int64) *pbresource.Resourc
 	return out
 }
 
-// fencedWriteTimeout bounds how long a fenced write is waited for once its
-// caller gave up (see txn).
-const fencedWriteTimeout = 10 * time.Second
-
 // txn commits If(cmps, fence) Then(ops) Else(get of elseKey if not empty,
 // get of the fence key if fenced).
 func (b *Backend) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op, elseKey string, fence fenceToken, fenced bool) (*clientv3.TxnResponse, error) {
@@ -594,12 +599,10 @@ func (b *Backend) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.O
 		// outcome (written before the term ended, or refused by the fence)
 		// is still waited for, so that it is known and reported rather
 		// than lost in a cancellation. So a fenced write is sent even if
-		// ctx has ended, and waited for up to fencedWriteTimeout.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), fencedWriteTimeout)
-		defer cancel()
+		// ctx has ended, and waited for up to the call timeout.
+		ctx = context.WithoutCancel(ctx)
 	}
-	resp, err := b.client.Txn(ctx).If(cmps...).Then(ops...).Else(elseOps...).Commit()
+	resp, err := b.callTxn(ctx, opTxn, cmps, ops, elseOps)
 	if err != nil {
 		return nil, writeError(ctx, err)
 	}
@@ -707,6 +710,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		b.metrics.retried(retryCompareFailed)
 	}
 }
 

@@ -22,18 +22,19 @@ var (
 	// any watch error.
 	ErrCompacted = errors.New("etcd: watch ended: the revisions it needed have been compacted")
 
-	// ErrOutcomeUnknown means a write was sent to etcd but no answer came
-	// back (a timeout, a lost connection, a leader change while it was in
-	// flight): it may or may not have been applied. The error wraps etcd's
-	// and storage.ErrInconsistent is not used for it, because that one
-	// promises the write was not applied. Read the resource to find out.
-	ErrOutcomeUnknown = errors.New("etcd: the write may or may not have been applied")
+	// ErrOutcomeUnknown is storage.ErrOutcomeUnknown: a write was sent to
+	// etcd but no answer came back (a timeout, a lost connection, a leader
+	// change while it was in flight), so it may or may not have been
+	// applied. The error wraps etcd's; storage.ErrInconsistent is not used
+	// for it, because that one promises the write was not applied. Read the
+	// resource to find out.
+	ErrOutcomeUnknown = storage.ErrOutcomeUnknown
 )
 
 // unavailable reports whether err is etcd (or the connection to it) saying
 // it cannot serve requests that need a quorum right now.
 func unavailable(err error) bool {
-	if errorsIs(err, rpctypes.ErrNoLeader, rpctypes.ErrNotCapable, rpctypes.ErrStopped,
+	if errorsIs(err, errCallTimeout, rpctypes.ErrNoLeader, rpctypes.ErrNotCapable, rpctypes.ErrStopped,
 		rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost,
 		rpctypes.ErrTimeoutWaitAppliedIndex, rpctypes.ErrLeaderChanged, rpctypes.ErrUnhealthy,
 		rpctypes.ErrTooManyRequests) {
@@ -124,7 +125,9 @@ func writeError(ctx context.Context, err error) error {
 // unless the cause is the caller's context, whose error it wraps.
 type outcomeUnknownError struct{ err error }
 
-func (e *outcomeUnknownError) Error() string { return ErrOutcomeUnknown.Error() + ": " + e.err.Error() }
+func (e *outcomeUnknownError) Error() string {
+	return "etcd: " + ErrOutcomeUnknown.Error() + ": " + e.err.Error()
+}
 func (e *outcomeUnknownError) Unwrap() []error {
 	return []error{ErrOutcomeUnknown, e.err}
 }

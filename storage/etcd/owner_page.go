@@ -156,6 +156,7 @@ func (b *Backend) getAt(ctx context.Context, rev int64, keys []string) ([]*mvccp
 		resp, err := b.txnGets(ctx, rev, chunk, true)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrCompacted) {
 			b.readFallbacks.Add(1)
+			b.metrics.retried(retryStaleMember)
 			resp, err = b.txnGets(ctx, rev, chunk, false)
 		}
 		if err != nil {
@@ -181,5 +182,5 @@ func (b *Backend) txnGets(ctx context.Context, rev int64, keys []string, seriali
 			ops[i] = clientv3.OpGet(k, clientv3.WithRev(rev))
 		}
 	}
-	return b.client.Txn(ctx).Then(ops...).Commit()
+	return b.callTxn(ctx, opReadTxn, nil, ops, nil)
 }

@@ -14,6 +14,8 @@ import (
 // proxy is a loopback TCP proxy to the test etcd that a test can cut: while
 // it is cut, it closes every connection and refuses new ones, as a network
 // partition between one client and the cluster would look to that client.
+// A test can also stall it: etcd's answers are held back (the requests go
+// through), as a cluster that lost its quorum or a hung member would look.
 type proxy struct {
 	l      net.Listener
 	target string
@@ -22,6 +24,8 @@ type proxy struct {
 	cut   bool
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+	// flowing is closed while etcd's answers flow, open while stalled.
+	flowing chan struct{}
 }
 
 func newProxy(t testing.TB) *proxy {
@@ -30,7 +34,8 @@ func newProxy(t testing.TB) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{l: l, target: testEndpoint, conns: map[net.Conn]struct{}{}}
+	p := &proxy{l: l, target: testEndpoint, conns: map[net.Conn]struct{}{}, flowing: make(chan struct{})}
+	close(p.flowing)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -77,14 +82,35 @@ func (p *proxy) accept() {
 		p.conns[up] = struct{}{}
 		p.wg.Add(2)
 		p.mu.Unlock()
-		go p.pipe(c, up)
-		go p.pipe(up, c)
+		go p.pipe(up, c, false)
+		go p.pipe(c, up, true)
 	}
 }
 
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst; answers (etcd to the client) wait while p is
+// stalled.
+func (p *proxy) pipe(dst, src net.Conn, answers bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	if !answers {
+		_, _ = io.Copy(dst, src)
+	} else {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				flowing := p.flowing
+				p.mu.Unlock()
+				<-flowing
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -93,11 +119,36 @@ func (p *proxy) pipe(dst, src net.Conn) {
 	p.mu.Unlock()
 }
 
-// setCut cuts (true) or restores (false) the connection to etcd.
+// setStalled holds etcd's answers back (true) or lets them, and those
+// held, through (false).
+func (p *proxy) setStalled(stalled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setStalledLocked(stalled)
+}
+
+func (p *proxy) setStalledLocked(stalled bool) {
+	select {
+	case <-p.flowing:
+		if stalled {
+			p.flowing = make(chan struct{})
+		}
+	default:
+		if !stalled {
+			close(p.flowing)
+		}
+	}
+}
+
+// setCut cuts (true) or restores (false) the connection to etcd. Cutting
+// ends a stall.
 func (p *proxy) setCut(cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = cut
+	if cut {
+		p.setStalledLocked(false)
+	}
 	if cut {
 		for c := range p.conns {
 			c.Close()
