@@ -22,12 +22,18 @@ PROTO_FILES := proto/pbresource/resource.proto \
 BENCH ?= .
 BENCHCOUNT ?= 5
 
-.PHONY: all build test vet proto bench bench-compare dev fuzz robustness test-cluster
+.PHONY: all build loom test vet proto bench bench-compare dev fuzz robustness test-cluster
 
 all: build
 
 build:
 	@for m in $(MODULES); do (cd $$m && $(GO) build ./...) || exit 1; done
+
+# The loom binary (CLI and server) in .bin, stamped with the checkout's VCS
+# revision for `loom version` and loom_build_info: builds in a go.work
+# workspace are not stamped unless asked (-buildvcs=true).
+loom:
+	cd cmd/loom && $(GO) build -buildvcs=true -o $(BIN)/loom .
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
