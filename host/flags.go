@@ -151,7 +151,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", 5*time.Second,
-		"how often the -acl-file and -tls-* files are checked for changes (the ACL file is also reloaded on SIGHUP)")
+		"how often the -acl-file, -tls-* and -etcd-ca/-etcd-cert/-etcd-key files are checked for changes (the ACL file is also reloaded on SIGHUP)")
 	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
