@@ -60,6 +60,9 @@ type Loaded struct {
 	// CAExpiry is when the first of the CA file's certificates expires;
 	// zero without a CA file.
 	CAExpiry time.Time
+	// CAs holds the CA file's certificates; nil without a CA file. It is
+	// not modified after the load.
+	CAs *x509.CertPool
 }
 
 // OnLoad sets what is told of each set of files loaded: the first, when
@@ -107,7 +110,7 @@ func ServerConfig(f Files, opts ...Option) (*tls.Config, error) {
 // (the system's roots when empty) and presents f.Cert and f.Key when both
 // are set, read again when they change. The CA is the one in the file when
 // the config is made: to follow a renewed CA, make a config per connection
-// (as package dial does).
+// (as package dial does), or verify against the CAs of each load (OnLoad).
 func ClientConfig(f Files, opts ...Option) (*tls.Config, error) {
 	if (f.Cert == "") != (f.Key == "") {
 		return nil, errors.New("TLS: a client certificate needs both its certificate and its key file")
@@ -259,7 +262,7 @@ func load(f Files) (*material, error) {
 			return nil, fmt.Errorf("TLS: CA file %s holds no PEM certificate", f.CA)
 		}
 		m.pool = pool
-		m.loaded.CAExpiry = firstExpiry(pem)
+		m.loaded.CAExpiry, m.loaded.CAs = firstExpiry(pem), pool
 		h.Write(pem)
 	}
 	h.Sum(m.sum[:0])

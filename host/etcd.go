@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/loomrt/loom/certs"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/storage"
 	loometcd "github.com/loomrt/loom/storage/etcd"
@@ -60,7 +58,7 @@ func (f *etcdFlags) register(fs *flag.FlagSet) {
 		"comma-separated etcd client `endpoints` (host:port, or https://host:port), for -storage etcd")
 	fs.StringVar(&f.prefix, "etcd-prefix", defaultEtcdPrefix,
 		"etcd key `prefix` of this Loom store; servers sharing a store use the same prefix")
-	fs.StringVar(&f.ca, "etcd-ca", "", "`file` of PEM CA certificates to verify etcd's server certificate (enables TLS; read at start)")
+	fs.StringVar(&f.ca, "etcd-ca", "", "`file` of PEM CA certificates to verify etcd's server certificate (enables TLS; reloaded when it changes, checked every -reload-interval)")
 	fs.StringVar(&f.cert, "etcd-cert", "", "`file` with the PEM client certificate for etcd (with -etcd-key; enables TLS; reloaded when it changes, checked every -reload-interval)")
 	fs.StringVar(&f.key, "etcd-key", "", "`file` with the PEM private key of -etcd-cert")
 	fs.StringVar(&f.username, "etcd-username", "", "etcd `user` name, when etcd has authentication on")
@@ -129,23 +127,6 @@ func (f *etcdFlags) endpointList() []string {
 	return out
 }
 
-// tlsConfig returns the TLS configuration for etcd, nil without TLS flags.
-// The files are read now, so a missing or bad one stops the host; the
-// client certificate and key are read again when they change (opts say
-// how often, and what to do with files that fail to load), as the gRPC
-// listener's are. The CA is the one read now: the etcd client keeps one
-// configuration for all its connections.
-func (f *etcdFlags) tlsConfig(opts ...certs.Option) (*tls.Config, error) {
-	if f.ca == "" && f.cert == "" {
-		return nil, nil
-	}
-	cfg, err := certs.ClientConfig(certs.Files{Cert: f.cert, Key: f.key, CA: f.ca}, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("-etcd-ca/-etcd-cert/-etcd-key: %w", err)
-	}
-	return cfg, nil
-}
-
 // leaderLease is what the host needs of a leader lease: the Manager's
 // Lease, with the fencing token for the logs.
 type leaderLease interface {
@@ -166,10 +147,11 @@ type etcdStorage struct {
 // openEtcd connects to etcd, checks that it answers, and starts
 // campaigning for leadership.
 func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time.Duration, logger hclog.Logger) (*etcdStorage, error) {
-	tlsCfg, err := f.tlsConfig(certs.CheckEvery(reload), certs.OnReloadError(func(err error) {
-		logger.Error("etcd client TLS files not reloaded", "error", err)
-	}))
+	// The TLS files are checked until the client is closed.
+	reloadCtx, stopReload := context.WithCancel(context.Background())
+	tlsCfg, err := f.tlsConfig(reloadCtx, reload, logger.Named("tls"))
 	if err != nil {
+		stopReload()
 		return nil, err
 	}
 	endpoints := f.endpointList()
@@ -184,7 +166,12 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 		Logger: zap.NewNop(),
 	})
 	if err != nil {
+		stopReload()
 		return nil, fmt.Errorf("connecting to etcd at %s: %w", strings.Join(endpoints, ","), err)
+	}
+	closeClient := func() {
+		client.Close()
+		stopReload()
 	}
 	// Fail fast when etcd is unreachable or refuses us, rather than serve
 	// errors: one linearizable read needs a quorum and the credentials.
@@ -192,7 +179,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 	_, err = client.Get(checkCtx, f.prefix+leaderKeySuffix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	cancel()
 	if err != nil {
-		client.Close()
+		closeClient()
 		return nil, fmt.Errorf("etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
 
@@ -202,7 +189,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 	// (a restore without a revision bump) before serving it.
 	stopMark, err := backend.Start(ctx)
 	if err != nil {
-		client.Close()
+		closeClient()
 		return nil, err
 	}
 	leaseCtx, stopLease := context.WithCancel(context.Background())
@@ -212,7 +199,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 	if err != nil {
 		stopLease()
 		stopMark()
-		client.Close()
+		closeClient()
 		return nil, err
 	}
 	logDone := make(chan struct{})
@@ -239,7 +226,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 			}
 			<-logDone
 			stopMark() // records the high-water mark once more
-			client.Close()
+			closeClient()
 		},
 	}, nil
 }

@@ -150,13 +150,13 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "`file` of the PEM certificate the gRPC server presents (with -tls-key; turns TLS on; reloaded when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "`file` of the PEM private key of -tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "`file` of PEM CA certificates: clients must present a certificate they signed (mutual TLS; needs -tls-cert)")
-	fs.DurationVar(&f.reloadInterval, "reload-interval", 5*time.Second,
-		"how often the -acl-file and -tls-* files are checked for changes (the ACL file is also reloaded on SIGHUP)")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", daemon.DefaultReloadInterval,
+		"how often the -acl-file, -tls-*, -etcd-ca/-etcd-cert/-etcd-key and -http-token-file files are checked for changes (the ACL file is also reloaded on SIGHUP)")
 	fs.StringVar(&f.aclFile, "acl-file", "", "ACL `file` (YAML or JSON) mapping tokens to rules: turns ACLs on, denying whatever it does not allow; reloaded on SIGHUP and when it changes")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (empty turns them off)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
 	fs.BoolVar(&f.httpTLS, "http-tls", false, "serve the HTTP endpoints over TLS with -tls-cert and -tls-key (reloaded as for gRPC; no client certificate is asked for, so probes need none)")
-	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); read at start")
+	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); reloaded when it changes, checked every -reload-interval")
 	fs.DurationVar(&f.handshakeTimeout, "handshake-timeout", defaultHandshakeTimeout,
 		"how long a new gRPC connection may take to complete its TLS and HTTP/2 handshakes before it is closed")
 	fs.UintVar(&f.maxStreams, "max-streams-per-conn", defaultMaxStreams,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/server"
 )
 
@@ -103,7 +104,7 @@ func TestEtcdFlagValues(t *testing.T) {
 	if f.etcd.prefix != "/loom" || f.etcd.leaseTTL != 10*time.Second || f.etcd.nodeName == "" {
 		t.Errorf("defaults: prefix %q, lease TTL %s, node name %q", f.etcd.prefix, f.etcd.leaseTTL, f.etcd.nodeName)
 	}
-	if cfg, err := f.etcd.tlsConfig(); cfg != nil || err != nil {
+	if cfg, err := f.etcd.tlsConfig(t.Context(), time.Second, hclog.NewNullLogger()); cfg != nil || err != nil {
 		t.Errorf("TLS without TLS flags: %v %v", cfg, err)
 	}
 
@@ -112,7 +113,7 @@ func TestEtcdFlagValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.etcd.tlsConfig(); err == nil || !strings.Contains(err.Error(), "-etcd-ca") {
+	if _, err := f.etcd.tlsConfig(t.Context(), time.Second, hclog.NewNullLogger()); err == nil || !strings.Contains(err.Error(), "-etcd-ca") {
 		t.Errorf("a missing CA file: got %v, want an error naming -etcd-ca", err)
 	}
 }

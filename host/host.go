@@ -289,7 +289,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
 
-	httpSrv, err := listenHTTP(f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, logger.Named("http"))
+	httpSrv, err := listenHTTP(reloadCtx, f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, logger.Named("http"))
 	if err != nil {
 		lis.Close()
 		return err

@@ -107,6 +107,21 @@ func TestHostHTTPTLSAndToken(t *testing.T) {
 	if _, metrics = get("/metrics", "metrics-secret"); !strings.Contains(metrics, want) {
 		t.Errorf("/metrics lacks %q after the renewal", want)
 	}
+
+	// The token file replaced: within -reload-interval the new token is in
+	// force and the old one refused, with no restart.
+	testcerts.Write(t, token, []byte("renewed-secret"))
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		oldCode, _ := get("/metrics", "metrics-secret")
+		newCode, _ := get("/metrics", "renewed-secret")
+		if oldCode == http.StatusUnauthorized && newCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the token file changed: the old token gets %d, the new %d; want 401 and 200", oldCode, newCode)
+		}
+	}
 }
 
 // expFloat is t as Prometheus's text format writes a gauge of its Unix

@@ -133,14 +133,15 @@ func (p *storageProbe) slow() error {
 // listenHTTP listens on f.httpAddr, holding at most -max-http-conns
 // connections, for the metrics of g, the probes of ready and, with -pprof,
 // the profiler; over TLS with -http-tls, the metrics and profiler behind
-// the token of -http-token-file. Nil without -http-addr.
-func listenHTTP(f config, g prometheus.Gatherer, ready readiness, logger hclog.Logger) (*daemon.HTTPServer, error) {
+// the token of -http-token-file (read again every -reload-interval until
+// ctx ends). Nil without -http-addr.
+func listenHTTP(ctx context.Context, f config, g prometheus.Gatherer, ready readiness, logger hclog.Logger) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}
 	if f.httpTokenFile != "" {
-		token, err := daemon.ReadToken("http-token-file", f.httpTokenFile)
+		token, err := daemon.WatchToken(ctx, "http-token-file", f.httpTokenFile, f.reloadInterval, logger)
 		if err != nil {
 			return nil, err
 		}

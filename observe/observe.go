@@ -48,7 +48,7 @@ type config struct {
 	timeout  time.Duration
 	write    time.Duration
 	pprof    bool
-	token    []byte
+	token    func() string
 }
 
 type check struct {
@@ -79,9 +79,10 @@ func WithPprof() Option { return func(c *config) { c.pprof = true } }
 
 // WithBearerToken makes /metrics and the profiler answer only requests
 // with the header "Authorization: Bearer <token>" (401 otherwise, with
-// nothing of the token in the answer). /healthz and /readyz stay open,
-// for probes.
-func WithBearerToken(token string) Option { return func(c *config) { c.token = []byte(token) } }
+// nothing of the token in the answer), where token is the one token() returns
+// at the request (so it may change while the handler serves). /healthz and
+// /readyz stay open, for probes.
+func WithBearerToken(token func() string) Option { return func(c *config) { c.token = token } }
 
 // NewHandler returns the handler of the endpoints the options turn on
 // (/healthz and /readyz always).
@@ -126,13 +127,13 @@ func NewHandler(opts ...Option) http.Handler {
 }
 
 // requireToken serves h to requests that carry "Authorization: Bearer
-// <token>", compared in constant time, and 401 to the others.
-func requireToken(token []byte, h http.Handler) http.Handler {
+// <token()>", compared in constant time, and 401 to the others.
+func requireToken(token func() string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const scheme = "Bearer "
 		auth := r.Header.Get("Authorization")
 		if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) ||
-			subtle.ConstantTimeCompare([]byte(auth[len(scheme):]), token) != 1 {
+			subtle.ConstantTimeCompare([]byte(auth[len(scheme):]), []byte(token())) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
 			http.Error(w, "unauthorized: send the token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
 			return

@@ -127,7 +127,7 @@ func TestStalledReaderIsCutOff(t *testing.T) {
 func TestBearerToken(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "loom_test_total", Help: "A test counter."}))
-	h := observe.NewHandler(observe.WithMetrics(reg), observe.WithPprof(), observe.WithBearerToken("s3cret"))
+	h := observe.NewHandler(observe.WithMetrics(reg), observe.WithPprof(), observe.WithBearerToken(func() string { return "s3cret" }))
 	do := func(path, auth string) (int, string, string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, path, nil)

@@ -56,6 +56,7 @@ type config struct {
 	leaseIdentity          string
 	httpAddr               string
 	httpTokenFile          string
+	reloadInterval         time.Duration
 	pprof                  bool
 	logLevel               string
 	logJSON                bool
@@ -95,7 +96,8 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"how long a leader that stopped renewing keeps others waiting (the leader renews every 2/15 of it and gives up after 2/3 of it without a renewal); a leader that stops cleanly releases the lease at once")
 	fs.StringVar(&f.leaseIdentity, "lease-identity", "", "this replica's identity in the lease, unique among the replicas (default: the host name and a random suffix)")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (port 0 picks a free port; empty turns them off)")
-	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); read at start")
+	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); reloaded when it changes, checked every -reload-interval")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", daemon.DefaultReloadInterval, "how often -http-token-file is checked for changes")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on -http-addr (keep that address private)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: trace, debug, info, warn or error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON lines")
@@ -125,6 +127,9 @@ func (f *config) check(name string) error {
 	}
 	if f.httpTokenFile != "" && f.httpAddr == "" {
 		return usagef("-http-token-file needs -http-addr")
+	}
+	if f.reloadInterval <= 0 {
+		return usagef("-reload-interval must be positive")
 	}
 	if !f.leaderElect {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/internal/daemon"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,14 +52,15 @@ func (r *readiness) options() []observe.Option {
 
 // listenHTTP listens on f.httpAddr for the metrics of g, the probes of
 // ready and, with -pprof, the profiler; the metrics and profiler behind the
-// token of -http-token-file. Nil without -http-addr.
-func listenHTTP(f config, g prometheus.Gatherer, ready *readiness) (*daemon.HTTPServer, error) {
+// token of -http-token-file (read again every -reload-interval until ctx
+// ends). Nil without -http-addr.
+func listenHTTP(ctx context.Context, f config, g prometheus.Gatherer, ready *readiness, logger hclog.Logger) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}
 	if f.httpTokenFile != "" {
-		token, err := daemon.ReadToken("http-token-file", f.httpTokenFile)
+		token, err := daemon.WatchToken(ctx, "http-token-file", f.httpTokenFile, f.reloadInterval, logger)
 		if err != nil {
 			return nil, err
 		}

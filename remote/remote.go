@@ -186,7 +186,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 
 	pr := &parts{logger: logger, mgr: mgr, lease: lease, ready: &readiness{mgr: mgr, lease: lease}}
-	if pr.http, err = listenHTTP(f, metrics, pr.ready); err != nil {
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	if pr.http, err = listenHTTP(reloadCtx, f, metrics, pr.ready, logger.Named("http")); err != nil {
 		return err
 	}
 	if pr.http != nil {

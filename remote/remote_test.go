@@ -256,9 +256,10 @@ func TestRunOverTLSWithTokenFile(t *testing.T) {
 	caFile := ca.WriteCA(t, dir, "ca")
 	addr := serve(t, &certs.Files{Cert: crt, Key: key}, tokenACL, foo.RegisterTypes)
 	tokenFile := testcerts.Write(t, filepath.Join(dir, "token"), []byte("controllers-secret\n"))
+	httpToken := testcerts.Write(t, filepath.Join(dir, "http-token"), []byte("scrape-secret"))
 
 	p := start(t, "solo", "-addr", deadAddr(t)+","+addr, "-tls-ca", caFile, "-token-file", tokenFile, "-leader-elect=false",
-		"-http-token-file", testcerts.Write(t, filepath.Join(dir, "http-token"), []byte("scrape-secret")))
+		"-http-token-file", httpToken, "-reload-interval", "20ms")
 	waitFor(t, "the process is ready", p.ready(t))
 	conn, err := dial.Dial(addr, dial.WithTLS(certs.Files{CA: caFile}), dial.WithToken("controllers-secret"))
 	if err != nil {
@@ -284,6 +285,30 @@ func TestRunOverTLSWithTokenFile(t *testing.T) {
 	}
 	if strings.Contains(string(metrics), "loom_leader") {
 		t.Error("/metrics has the lease gauge without leader election")
+	}
+
+	// The -http-token-file replaced: the new token in force, the old one
+	// refused, with no restart.
+	testcerts.Write(t, httpToken, []byte("renewed-secret"))
+	scrape := func(token string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p.http+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rsp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rsp.Body.Close()
+		return rsp.StatusCode
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		oldCode, newCode := scrape("scrape-secret"), scrape("renewed-secret")
+		if oldCode == http.StatusUnauthorized && newCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the token file changed: the old token gets %d, the new %d; want 401 and 200", oldCode, newCode)
+		}
 	}
 }
 

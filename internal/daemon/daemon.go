@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -179,6 +180,50 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// DefaultReloadInterval is how often files are checked for changes unless
+// told otherwise (-reload-interval).
+const DefaultReloadInterval = 5 * time.Second
+
+// WatchToken reads a token from path as ReadToken does, and again every
+// interval until ctx ends. The function it returns gives the token in
+// force: a changed token replaces it (logged, never the token itself); a
+// file that cannot be read or is empty leaves it in force and is logged,
+// once until the error changes.
+func WatchToken(ctx context.Context, name, path string, every time.Duration, logger hclog.Logger) (func() string, error) {
+	token, err := ReadToken(name, path)
+	if err != nil {
+		return nil, err
+	}
+	var current atomic.Pointer[string]
+	current.Store(&token)
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var lastErr string
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			next, err := ReadToken(name, path)
+			switch {
+			case err != nil:
+				if msg := err.Error(); msg != lastErr {
+					lastErr = msg
+					logger.Error("token file not reloaded; the previous token stays in force", "error", err)
+				}
+				continue
+			case next != *current.Load():
+				current.Store(&next)
+				logger.Info("token file reloaded", "flag", "-"+name, "file", path)
+			}
+			lastErr = ""
+		}
+	}()
+	return func() string { return *current.Load() }, nil
 }
 
 // ReadToken reads a token from path, the value of the flag named name,

@@ -1,6 +1,8 @@
 // Package etcdtest runs etcd servers embedded in the calling process
 // (go.etcd.io/etcd/server/v3/embed) for tests: a single member on free
-// loopback ports with Start, or one member of a cluster with StartMember.
+// loopback ports with Start (StartTLS over TLS), or one member of a cluster
+// with StartMember; and a Proxy in front of one that a test can cut or
+// stall.
 // Nothing needs to be installed. Members are tuned for tests: data is not
 // synced to disk (it dies with the test), the backend quota is small, and
 // the server's own log goes to a file or nowhere.
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -37,6 +40,11 @@ type Member struct {
 	// LogFile receives the member's log (warnings and errors); empty
 	// discards it.
 	LogFile string
+	// CertFile and KeyFile, when set, are the PEM certificate and key the
+	// member presents to clients: ClientURL is then https. The member
+	// reads them at each handshake, so replacing them changes what new
+	// connections see.
+	CertFile, KeyFile string
 }
 
 // StartMember starts m and returns without waiting for it to be ready: a
@@ -49,6 +57,10 @@ func StartMember(m Member) (*embed.Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = m.Name
 	cfg.Dir = m.Dir
+	if m.CertFile != "" {
+		m.ClientURL.Scheme = "https"
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: m.CertFile, KeyFile: m.KeyFile}
+	}
 	cfg.ListenClientUrls = []url.URL{m.ClientURL}
 	cfg.AdvertiseClientUrls = []url.URL{m.ClientURL}
 	cfg.ListenPeerUrls = []url.URL{m.PeerURL}
@@ -88,11 +100,19 @@ func FreeURL() (url.URL, error) {
 // ends, and returns its client endpoint ("127.0.0.1:port").
 func Start(t testing.TB) string {
 	t.Helper()
+	return StartTLS(t, "", "")
+}
+
+// StartTLS is Start with the member serving clients over TLS with the
+// certificate and key in certFile and keyFile (read at each handshake);
+// plaintext when they are empty.
+func StartTLS(t testing.TB, certFile, keyFile string) string {
+	t.Helper()
 	dir := t.TempDir()
 	var lastErr error
 	// A port picked free may be taken before etcd binds it: try again.
 	for attempt := range 5 {
-		e, endpoint, err := startOne(filepath.Join(dir, fmt.Sprint(attempt)))
+		e, endpoint, err := startOne(filepath.Join(dir, fmt.Sprint(attempt)), certFile, keyFile)
 		if err == nil {
 			t.Cleanup(e.Close)
 			return endpoint
@@ -103,7 +123,7 @@ func Start(t testing.TB) string {
 	return ""
 }
 
-func startOne(dir string) (*embed.Etcd, string, error) {
+func startOne(dir, certFile, keyFile string) (*embed.Etcd, string, error) {
 	client, err := FreeURL()
 	if err != nil {
 		return nil, "", err
@@ -117,7 +137,7 @@ func startOne(dir string) (*embed.Etcd, string, error) {
 	}
 	e, err := StartMember(Member{
 		Name: "test", Dir: filepath.Join(dir, "data"), ClientURL: client, PeerURL: peer,
-		LogFile: filepath.Join(dir, "etcd.log"),
+		LogFile: filepath.Join(dir, "etcd.log"), CertFile: certFile, KeyFile: keyFile,
 	})
 	if err != nil {
 		return nil, "", err
