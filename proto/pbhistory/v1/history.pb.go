@@ -644,15 +644,17 @@ func (x *RestoreResponse) GetNotRestored() []*NotRestored {
 	return nil
 }
 
-// Restored is one resource Restore brought back.
+// Restored is one owned resource Restore brought back.
 type Restored struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// resource is the restored resource, as stored now (a new Uid).
-	Resource *pbresource.Resource `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
-	// from_version is the version of the revision it was restored from.
-	FromVersion string `protobuf:"bytes,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	// id is the restored resource's ID, with its new Uid.
+	Id *pbresource.ID `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// version is the version it is stored at now.
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// from_version is the version of the deletion it was restored from.
+	FromVersion string `protobuf:"bytes,3,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
 	// previous_uid is the Uid of the lifetime it was restored from.
-	PreviousUid   string `protobuf:"bytes,3,opt,name=previous_uid,json=previousUid,proto3" json:"previous_uid,omitempty"`
+	PreviousUid   string `protobuf:"bytes,4,opt,name=previous_uid,json=previousUid,proto3" json:"previous_uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,11 +689,18 @@ func (*Restored) Descriptor() ([]byte, []int) {
 	return file_pbhistory_v1_history_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *Restored) GetResource() *pbresource.Resource {
+func (x *Restored) GetId() *pbresource.ID {
 	if x != nil {
-		return x.Resource
+		return x.Id
 	}
 	return nil
+}
+
+func (x *Restored) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 func (x *Restored) GetFromVersion() string {
@@ -715,7 +724,7 @@ type NotRestored struct {
 	Id *pbresource.ID `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// from_version is the version of its deletion.
 	FromVersion string `protobuf:"bytes,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
-	// code is the gRPC status code of the failure (e.g. ALREADY_EXISTS).
+	// code is the name of the failure's gRPC status code (e.g. AlreadyExists).
 	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
 	// reason says why, as the error's message.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -826,11 +835,12 @@ const file_pbhistory_v1_history_proto_rawDesc = "" +
 	"\x0fRestoreResponse\x12?\n" +
 	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x12/\n" +
 	"\x05owned\x18\x02 \x03(\v2\x19.loom.history.v1.RestoredR\x05owned\x12?\n" +
-	"\fnot_restored\x18\x03 \x03(\v2\x1c.loom.history.v1.NotRestoredR\vnotRestored\"\x91\x01\n" +
-	"\bRestored\x12?\n" +
-	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x12!\n" +
-	"\ffrom_version\x18\x02 \x01(\tR\vfromVersion\x12!\n" +
-	"\fprevious_uid\x18\x03 \x01(\tR\vpreviousUid\"\x8b\x01\n" +
+	"\fnot_restored\x18\x03 \x03(\v2\x1c.loom.history.v1.NotRestoredR\vnotRestored\"\x99\x01\n" +
+	"\bRestored\x12-\n" +
+	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12!\n" +
+	"\ffrom_version\x18\x03 \x01(\tR\vfromVersion\x12!\n" +
+	"\fprevious_uid\x18\x04 \x01(\tR\vpreviousUid\"\x8b\x01\n" +
 	"\vNotRestored\x12-\n" +
 	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\x12!\n" +
 	"\ffrom_version\x18\x02 \x01(\tR\vfromVersion\x12\x12\n" +
@@ -888,7 +898,7 @@ var file_pbhistory_v1_history_proto_depIdxs = []int32{
 	11, // 11: loom.history.v1.RestoreResponse.resource:type_name -> hashicorp.consul.resource.Resource
 	9,  // 12: loom.history.v1.RestoreResponse.owned:type_name -> loom.history.v1.Restored
 	10, // 13: loom.history.v1.RestoreResponse.not_restored:type_name -> loom.history.v1.NotRestored
-	11, // 14: loom.history.v1.Restored.resource:type_name -> hashicorp.consul.resource.Resource
+	13, // 14: loom.history.v1.Restored.id:type_name -> hashicorp.consul.resource.ID
 	13, // 15: loom.history.v1.NotRestored.id:type_name -> hashicorp.consul.resource.ID
 	1,  // 16: loom.history.v1.HistoryService.ReadRevision:input_type -> loom.history.v1.ReadRevisionRequest
 	3,  // 17: loom.history.v1.HistoryService.ListRevisions:input_type -> loom.history.v1.ListRevisionsRequest
