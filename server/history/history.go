@@ -19,6 +19,7 @@ package history
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -77,6 +78,9 @@ func (s *Service) ReadRevision(ctx context.Context, req *pbhistoryv1.ReadRevisio
 	}
 	if req.Version == "" {
 		return nil, s.srv.Fail(method, id, missing("version"))
+	}
+	if err := checkVersion("version", req.Version); err != nil {
+		return nil, s.srv.Fail(method, id, err)
 	}
 	rev, err := s.readRevision(ctx, h, authz, reg, id, req.Version)
 	if err != nil {
@@ -172,6 +176,15 @@ func revisionProto(rev storage.Revision) *pbhistoryv1.Revision {
 		CascadeFrom: rev.CascadeFrom,
 		Deleted:     rev.Deleted,
 	}
+}
+
+// checkVersion checks that v, found at field, is a store version: a
+// decimal number.
+func checkVersion(field, v string) error {
+	if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+		return status.Errorf(codes.InvalidArgument, "%s: %s is not a store version (a decimal number)", field, resource.Quote(v))
+	}
+	return nil
 }
 
 func missing(field string) error {

@@ -25,10 +25,6 @@ const (
 	// limit of clients, with a resource of the server's default 1 MiB
 	// limit after it.
 	MaxPageBytes = 3 << 20
-
-	// maxPageTokenLen bounds the page_token a request may give (a store
-	// version).
-	maxPageTokenLen = 256
 )
 
 // page returns one page of revisions from list, leaving out those the
@@ -41,8 +37,10 @@ func (s *Service) page(size uint32, token string, authz resource.Authorizer, reg
 	if size > MaxPageSize {
 		return nil, "", status.Errorf(codes.InvalidArgument, "page_size: %d is above the maximum of %d", size, MaxPageSize)
 	}
-	if len(token) > maxPageTokenLen {
-		return nil, "", status.Errorf(codes.InvalidArgument, "page_token: %s is not a token this service gave", resource.Quote(token))
+	if token != "" {
+		if err := checkVersion("page_token", token); err != nil {
+			return nil, "", err
+		}
 	}
 	if size == 0 {
 		size = DefaultPageSize

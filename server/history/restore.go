@@ -60,6 +60,9 @@ func (s *Service) Restore(ctx context.Context, req *pbhistoryv1.RestoreRequest) 
 // names, when set).
 func (s *Service) revisionToRestore(ctx context.Context, h storage.Historian, authz resource.Authorizer, reg resource.Registered, id *pbresource.ID, version string) (storage.Revision, error) {
 	if version != "" {
+		if err := checkVersion("version", version); err != nil {
+			return storage.Revision{}, err
+		}
 		return s.readRevision(ctx, h, authz, reg, id, version)
 	}
 	if err := server.ACLStatus(reg.AuthorizeRead(authz, id, nil)); err != nil {
