@@ -39,6 +39,10 @@ const policy = `tokens:
     rules:
       - {type: "*.*.*", partition: "*", namespace: "*", access: read}
       - {type: "*.*.*", partition: "*", namespace: "*", access: list}
+  - name: foo-only
+    secret: foo-secret
+    rules:
+      - {type: "foo.*.*", partition: "*", namespace: "*", access: write}
 `
 
 // widgetType is the tests' type with hooks they can watch: Mutate counts
@@ -175,6 +179,14 @@ func TestACLs(t *testing.T) {
 	_, err = e.history.Restore(reader(t), &pbhistoryv1.RestoreRequest{Id: id(widgetType, "w")})
 	requireCode(t, err, codes.PermissionDenied)
 	e.client.RequireResourceNotFound(t, id(widgetType, "w"))
+
+	// Without read access to the type, nothing is told.
+	_, err = e.history.ListRevisions(as(t, "foo-secret"), &pbhistoryv1.ListRevisionsRequest{Id: id(widgetType, "w")})
+	requireCode(t, err, codes.PermissionDenied)
+	_, err = e.history.ReadRevision(as(t, "foo-secret"), &pbhistoryv1.ReadRevisionRequest{Id: id(widgetType, "w"), Version: v1.Version})
+	requireCode(t, err, codes.PermissionDenied)
+	_, err = e.history.ListTrash(as(t, "foo-secret"), &pbhistoryv1.ListTrashRequest{Type: widgetType, Tenancy: id(widgetType, "").Tenancy})
+	requireCode(t, err, codes.PermissionDenied)
 
 	_, err = e.history.ListRevisions(as(t, "nobody"), &pbhistoryv1.ListRevisionsRequest{Id: id(widgetType, "w")})
 	requireCode(t, err, codes.Unauthenticated)
@@ -341,3 +353,38 @@ func TestUnimplementedWithoutHistorian(t *testing.T) {
 
 // noHistory is a Backend that is not a storage.Historian.
 type noHistory struct{ storage.Backend }
+
+// ListRevisions pages newest first, each page continuing where the last
+// ended; bad pages are InvalidArgument.
+func TestListRevisionsPages(t *testing.T) {
+	e := newEnv(t)
+	var versions []string
+	for _, zap := range []string{"a", "b", "c", "d", "e"} {
+		versions = append([]string{e.write(t, admin(t), widget(t, "w", zap)).Version}, versions...)
+	}
+	var got []string
+	req := &pbhistoryv1.ListRevisionsRequest{Id: id(widgetType, "w"), PageSize: 2}
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 5, "the listing ends")
+		rsp, err := e.history.ListRevisions(reader(t), req)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(rsp.Revisions), 2)
+		for _, r := range rsp.Revisions {
+			got = append(got, r.Version)
+		}
+		if rsp.NextPageToken == "" {
+			break
+		}
+		req.PageToken = rsp.NextPageToken
+	}
+	require.Equal(t, versions, got)
+
+	_, err := e.history.ListRevisions(reader(t), &pbhistoryv1.ListRevisionsRequest{Id: id(widgetType, "w"), PageSize: history.MaxPageSize + 1})
+	requireCode(t, err, codes.InvalidArgument)
+	_, err = e.history.ListRevisions(reader(t), &pbhistoryv1.ListRevisionsRequest{Id: id(widgetType, "w"), PageToken: "not-a-version"})
+	requireCode(t, err, codes.InvalidArgument)
+	_, err = e.history.ReadRevision(reader(t), &pbhistoryv1.ReadRevisionRequest{Id: id(widgetType, "w"), Version: "x"})
+	requireCode(t, err, codes.InvalidArgument)
+	_, err = e.history.ReadRevision(reader(t), &pbhistoryv1.ReadRevisionRequest{Id: id(widgetType, "w"), Version: "1"})
+	requireCode(t, err, codes.NotFound)
+}
