@@ -39,6 +39,11 @@ const policy = `tokens:
     rules:
       - {type: "*.*.*", partition: "*", namespace: "*", access: read}
       - {type: "*.*.*", partition: "*", namespace: "*", access: list}
+  - name: team-a
+    secret: team-a-secret
+    rules:
+      - {type: "*.*.*", partition: "*", namespace: "a", access: read}
+      - {type: "*.*.*", partition: "*", namespace: "a", access: list}
   - name: foo-only
     secret: foo-secret
     rules:
@@ -387,4 +392,30 @@ func TestListRevisionsPages(t *testing.T) {
 	requireCode(t, err, codes.InvalidArgument)
 	_, err = e.history.ReadRevision(reader(t), &pbhistoryv1.ReadRevisionRequest{Id: id(widgetType, "w"), Version: "1"})
 	requireCode(t, err, codes.NotFound)
+}
+
+// ListTrash leaves out the deleted resources the caller may not read, as
+// List does.
+func TestListTrashFiltersByReadAccess(t *testing.T) {
+	e := newEnv(t)
+	for _, ns := range []string{"a", "b"} {
+		w := widget(t, "w-"+ns, "x")
+		w.Id.Tenancy.Namespace = ns
+		stored := e.write(t, admin(t), w)
+		_, err := e.svc.Client.Delete(admin(t), &pbresource.DeleteRequest{Id: stored.Id})
+		require.NoError(t, err)
+	}
+	all := &pbresource.Tenancy{Partition: "*", Namespace: "*"}
+	rsp, err := e.history.ListTrash(admin(t), &pbhistoryv1.ListTrashRequest{Type: widgetType, Tenancy: all})
+	require.NoError(t, err)
+	require.Len(t, rsp.Revisions, 2)
+
+	rsp, err = e.history.ListTrash(as(t, "team-a-secret"), &pbhistoryv1.ListTrashRequest{Type: widgetType, Tenancy: all})
+	require.NoError(t, err)
+	require.Len(t, rsp.Revisions, 1)
+	require.Equal(t, "w-a", rsp.Revisions[0].Resource.Id.Name)
+	require.Empty(t, rsp.NextPageToken)
+
+	_, err = e.history.ListTrash(as(t, "team-a-secret"), &pbhistoryv1.ListTrashRequest{Type: widgetType, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "b"}})
+	requireCode(t, err, codes.PermissionDenied)
 }
