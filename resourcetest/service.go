@@ -71,7 +71,8 @@ func WithACLResolver(resolve func(ctx context.Context) (resource.Authorizer, err
 }
 
 // OverGRPC makes Client a real gRPC client (over an in-memory listener), so
-// messages are marshalled as they would be over the network.
+// messages are marshalled as they would be over the network, and serves
+// the history service beside it (Service.History).
 func OverGRPC() ServiceOption {
 	return func(c *serviceConfig) { c.overGRPC = true }
 }
