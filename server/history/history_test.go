@@ -419,3 +419,14 @@ func TestListTrashFiltersByReadAccess(t *testing.T) {
 	_, err = e.history.ListTrash(as(t, "team-a-secret"), &pbhistoryv1.ListTrashRequest{Type: widgetType, Tenancy: &pbresource.Tenancy{Partition: "default", Namespace: "b"}})
 	requireCode(t, err, codes.PermissionDenied)
 }
+
+// with_owned goes with a deletion only: a roll-back, or a write's version,
+// is InvalidArgument.
+func TestWithOwnedNeedsADeletion(t *testing.T) {
+	e := newEnv(t)
+	v1 := e.write(t, admin(t), widget(t, "w", "one"))
+	e.write(t, admin(t), widget(t, "w", "two"))
+	_, err := e.history.Restore(admin(t), &pbhistoryv1.RestoreRequest{Id: id(widgetType, "w"), Version: v1.Version, WithOwned: true})
+	requireCode(t, err, codes.InvalidArgument)
+	require.Equal(t, "two", zapOf(t, e.client.RequireResourceExists(t, v1.Id)))
+}

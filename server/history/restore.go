@@ -36,12 +36,12 @@ func (s *Service) Restore(ctx context.Context, req *pbhistoryv1.RestoreRequest) 
 	if err != nil {
 		return nil, s.srv.Fail(method, id, err)
 	}
+	if req.WithOwned && !rev.Deleted {
+		return nil, s.srv.Fail(method, id, status.Errorf(codes.InvalidArgument,
+			"with_owned: only a deletion is restored with what it owned, and version %s is a write; give the deletion's version (or none)", rev.Version))
+	}
 	rsp := new(pbhistoryv1.RestoreResponse)
 	if stored != nil && !rev.Deleted {
-		if req.WithOwned {
-			return nil, s.srv.Fail(method, id, status.Error(codes.InvalidArgument,
-				"with_owned: only a deleted resource is restored with what it owned; this restore rolls a live resource back"))
-		}
 		rsp.Resource, err = s.rollBack(ctx, rev, stored, req.ExpectedVersion)
 	} else {
 		rsp.Resource, err = s.srv.Create(ctx, recreated(rev.Resource, rev.Resource.Owner))

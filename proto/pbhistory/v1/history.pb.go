@@ -511,10 +511,10 @@ type RestoreRequest struct {
 	// must have (compare-and-swap). Empty: the version read when the restore
 	// begins.
 	ExpectedVersion string `protobuf:"bytes,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
-	// with_owned, on a restore from the trash, also restores what the
-	// deletion's cascade removed: the resources owned by the deleted
-	// lifetime and deleted at or after it, recursively, each owned by its
-	// restored owner's new Uid.
+	// with_owned, on a restore of a deletion (else InvalidArgument), also
+	// restores what the deletion's cascade removed: the resources owned by
+	// the deleted lifetime and deleted at or after it, recursively, each
+	// owned by its restored owner's new Uid.
 	WithOwned     bool `protobuf:"varint,4,opt,name=with_owned,json=withOwned,proto3" json:"with_owned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
