@@ -10,6 +10,8 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resourcetest"
+	"github.com/loomrt/loom/storage/etcd/etcdtest"
 )
 
 // The host serves the history service beside the ResourceService; with
@@ -27,7 +29,7 @@ func TestHostServesHistory(t *testing.T) {
 			h := startHost(t, tc.args...)
 			conn := dialPlain(t, h.grpcAddr)
 			client := pbresource.NewResourceServiceClient(conn)
-			id := &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "z"}
+			id := zipID("z")
 			var last *pbresource.Resource
 			for _, zap := range []string{"one", "two"} {
 				data, err := anypb.New(&pbfoov1.Zip{Zap: zap})
@@ -44,4 +46,57 @@ func TestHostServesHistory(t *testing.T) {
 			require.Len(t, revs.Revisions, tc.want, "revisions")
 		})
 	}
+}
+
+// Restoring an owner with what its deletion cascaded, through the host and
+// its reaper: every node of a 3-level tree comes back, each owned by its
+// restored owner's new Uid.
+func TestHostRestoresTree(t *testing.T) {
+	for _, backend := range historyBackends {
+		t.Run(backend, func(t *testing.T) {
+			h := startHost(t, backendArgs(t, backend, "/restore")...)
+			conn := dialPlain(t, h.grpcAddr)
+			client := resourcetest.NewClient(pbresource.NewResourceServiceClient(conn))
+			write := func(name string, owner *pbresource.ID) *pbresource.Resource {
+				data, err := anypb.New(&pbfoov1.Zip{Zap: name})
+				require.NoError(t, err)
+				out, err := client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: zipID(name), Owner: owner, Data: data}})
+				require.NoError(t, err)
+				return out.Resource
+			}
+			owner := write("owner", nil)
+			child := write("child", owner.Id)
+			grandchild := write("grandchild", child.Id)
+			_, err := client.Delete(t.Context(), &pbresource.DeleteRequest{Id: owner.Id})
+			require.NoError(t, err)
+			client.WaitForDeletion(t, grandchild.Id)
+
+			rsp, err := pbhistoryv1.NewHistoryServiceClient(conn).Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("owner"), WithOwned: true})
+			require.NoError(t, err)
+			require.Empty(t, rsp.NotRestored)
+			require.Len(t, rsp.Owned, 2)
+			newChild := client.RequireResourceExists(t, zipID("child"))
+			newGrandchild := client.RequireResourceExists(t, zipID("grandchild"))
+			require.Equal(t, rsp.Resource.Id.Uid, newChild.Owner.Uid)
+			require.Equal(t, newChild.Id.Uid, newGrandchild.Owner.Uid)
+			require.NotEqual(t, owner.Id.Uid, rsp.Resource.Id.Uid)
+			require.NotEqual(t, child.Id.Uid, newChild.Id.Uid)
+		})
+	}
+}
+
+// historyBackends are the backends the history tests of the host run on.
+var historyBackends = []string{"inmem"}
+
+// backendArgs are the host's flags for backend: -dev, or etcd (a fresh
+// etcd) under prefix.
+func backendArgs(t *testing.T, backend, prefix string) []string {
+	if backend == "etcd" {
+		return []string{"-storage", "etcd", "-etcd-endpoints", etcdtest.Start(t), "-etcd-prefix", prefix}
+	}
+	return []string{"-dev"}
+}
+
+func zipID(name string) *pbresource.ID {
+	return &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: name}
 }
