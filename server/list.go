@@ -38,7 +38,7 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 	if err != nil {
 		return nil, s.fail("List", nil, err)
 	}
-	reg, tenancy, err := s.CheckListing(req.GetType(), req.Tenancy)
+	reg, tenancy, err := s.CheckListing(req.GetType(), req.GetTenancy())
 	if err != nil {
 		return nil, s.fail("List", nil, err)
 	}
