@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/examples/foo"
@@ -117,4 +120,41 @@ func backendArgs(endpoints, prefix string) []string {
 
 func zipID(name string) *pbresource.ID {
 	return &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: name}
+}
+
+// A roll-back through the host is a compare-and-swap, and a restore from
+// the trash is refused while the name is taken, on both backends.
+func TestHostRollBackAndTakenName(t *testing.T) {
+	for _, backend := range historyBackends {
+		t.Run(backend, func(t *testing.T) {
+			h := startHost(t, backendArgs(startBackend(t, backend), "/rollback")...)
+			conn := dialPlain(t, h.grpcAddr)
+			client := resourcetest.NewClient(pbresource.NewResourceServiceClient(conn))
+			history := pbhistoryv1.NewHistoryServiceClient(conn)
+			var versions []*pbresource.Resource
+			for _, zap := range []string{"one", "two", "three"} {
+				data, err := anypb.New(&pbfoov1.Zip{Zap: zap})
+				require.NoError(t, err)
+				out, err := client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: zipID("z"), Data: data}})
+				require.NoError(t, err)
+				versions = append(versions, out.Resource)
+			}
+			_, err := history.Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("z"), Version: versions[0].Version, ExpectedVersion: versions[1].Version})
+			require.Equal(t, codes.Aborted, status.Code(err), "%v", err)
+
+			rsp, err := history.Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("z"), Version: versions[0].Version, ExpectedVersion: versions[2].Version})
+			require.NoError(t, err)
+			require.Equal(t, versions[0].Id.Uid, rsp.Resource.Id.Uid)
+			require.True(t, proto.Equal(versions[0].Data, rsp.Resource.Data))
+
+			// Deleted, created again: the deleted lifetime cannot come back
+			// under the taken name.
+			_, err = client.Delete(t.Context(), &pbresource.DeleteRequest{Id: rsp.Resource.Id})
+			require.NoError(t, err)
+			_, err = client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: zipID("z"), Data: versions[1].Data}})
+			require.NoError(t, err)
+			_, err = history.Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: versions[0].Id})
+			require.Equal(t, codes.AlreadyExists, status.Code(err), "%v", err)
+		})
+	}
 }
