@@ -83,6 +83,14 @@ func TestHostRestoresTree(t *testing.T) {
 			require.NoError(t, err)
 			client.WaitForDeletion(t, grandchild.Id)
 
+			// The reaper's deletion is recorded as the cascade of its owner's.
+			trash, err := pbhistoryv1.NewHistoryServiceClient(conn).ListTrash(t.Context(), &pbhistoryv1.ListTrashRequest{
+				Type: foo.ZipType, Tenancy: zipID("").Tenancy, NamePrefix: "grand",
+			})
+			require.NoError(t, err)
+			require.Len(t, trash.Revisions, 1)
+			require.True(t, proto.Equal(child.Id, trash.Revisions[0].CascadeFrom), "cascade_from %v", trash.Revisions[0].CascadeFrom)
+
 			rsp, err := pbhistoryv1.NewHistoryServiceClient(conn).Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("owner"), WithOwned: true})
 			require.NoError(t, err)
 			require.Empty(t, rsp.NotRestored)
