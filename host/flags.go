@@ -86,6 +86,7 @@ type config struct {
 	watchLogBytes   int64
 	reflection      bool
 	etcd            etcdFlags
+	history         historyFlags
 
 	tlsCert, tlsKey, tlsClientCA string
 	aclFile                      string
@@ -174,6 +175,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.IntVar(&f.maxHTTPConns, "max-http-conns", daemon.DefaultMaxHTTPConns,
 		"most connections the HTTP endpoints hold open at a time: a new one beyond it takes the place of the longest-idle keep-alive, or is closed at once when none is idle")
 	f.etcd.register(fs)
+	f.history.register(fs)
 	for _, add := range o.flags {
 		add(fs)
 	}
@@ -211,6 +213,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		return f, usagef("-tls-client-ca needs -tls-cert and -tls-key (mutual TLS is TLS first)")
 	}
 	if err := checkLimits(fs, &f); err != nil {
+		return f, err
+	}
+	if err := f.history.check(); err != nil {
 		return f, err
 	}
 	if f.pprof && f.httpAddr == "" {

@@ -66,6 +66,7 @@ import (
 	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/inmem"
@@ -210,13 +211,13 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	)
 	switch f.storage {
 	case "etcd":
-		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger)
+		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger, f.history.etcdOption())
 		if err != nil {
 			return err
 		}
 		backend, lease, election, closeFn = st.backend, st.lease, st.election, st.close
 	default:
-		backend = inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes))
+		backend = inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes), f.history.inmemOption())
 	}
 	defer closeFn()
 
@@ -325,6 +326,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	gs := grpc.NewServer(grpcOpts...)
 	svc.Register(gs)
+	history.New(svc).Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	if f.reflection {

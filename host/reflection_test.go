@@ -20,6 +20,7 @@ import (
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/storage/inmem"
 )
 
@@ -34,6 +35,7 @@ func reflectionConn(t *testing.T) *grpc.ClientConn {
 	svc := server.New(server.Config{Backend: inmem.New(), Registry: registry})
 	gs := grpc.NewServer()
 	svc.Register(gs)
+	history.New(svc).Register(gs)
 	registerReflection(gs, nil)
 	lis := bufconn.Listen(1 << 20)
 	go gs.Serve(lis)
@@ -144,6 +146,16 @@ func TestReflectionDescribesResourceService(t *testing.T) {
 	data := svc.Methods().ByName("Read").Output().Fields().ByName("resource").Message().Fields().ByName("data")
 	if data.Message().FullName() != "google.protobuf.Any" || data.Message().IsPlaceholder() {
 		t.Errorf("Resource.data described as %v, want google.protobuf.Any", data.Message().FullName())
+	}
+
+	// Loom's history service, whose file imports pbresource/resource.proto.
+	hist, ok := describe(t, stream, "loom.history.v1.HistoryService").(protoreflect.ServiceDescriptor)
+	if !ok {
+		t.Fatal("loom.history.v1.HistoryService is not described as a service")
+	}
+	restoreID := hist.Methods().ByName("Restore").Input().Fields().ByName("id").Message()
+	if restoreID.FullName() != "hashicorp.consul.resource.ID" || restoreID.IsPlaceholder() {
+		t.Errorf("RestoreRequest.id described as %v, want hashicorp.consul.resource.ID", restoreID.FullName())
 	}
 
 	// An example type: its import of pbresource/resource.proto is fetched by

@@ -13,6 +13,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
@@ -310,3 +311,34 @@ func TestBarReconciler(t *testing.T) {
 }
 
 // end snippet
+
+// With OverGRPC, Service.History is a client of Loom's history service:
+// here a deleted resource is found in the trash and restored, as a new
+// lifetime (a new Uid).
+func ExampleService_history() {
+	t := &exampleT{}
+	defer t.finish()
+	ctx := context.Background()
+	svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes), resourcetest.OverGRPC())
+
+	qux := svc.Resource(foo.QuxType, "qux").WithData(t, &pbfoov1.Qux{Note: "keep me"}).Write(t, svc.Client)
+	if _, err := svc.Client.Delete(ctx, &pbresource.DeleteRequest{Id: qux.Id}); err != nil {
+		panic(err)
+	}
+
+	trash, err := svc.History.ListTrash(ctx, &pbhistoryv1.ListTrashRequest{Type: foo.QuxType})
+	if err != nil {
+		panic(err)
+	}
+	for _, rev := range trash.Revisions {
+		fmt.Println("in the trash:", rev.Resource.Id.Name)
+	}
+	restored, err := svc.History.Restore(ctx, &pbhistoryv1.RestoreRequest{Id: qux.Id})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("restored:", restored.Resource.Id.Name, "with a new uid:", restored.Resource.Id.Uid != qux.Id.Uid)
+	// Output:
+	// in the trash: qux
+	// restored: qux with a new uid: true
+}

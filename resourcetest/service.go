@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/controller"
+	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage/inmem"
 	"google.golang.org/grpc"
@@ -22,6 +24,9 @@ type Service struct {
 	// (messages are copied, never shared); with OverGRPC it is a real gRPC
 	// client over an in-memory connection.
 	Client pbresource.ResourceServiceClient
+	// History talks to the history service (package server/history) on
+	// the same connection as Client, with OverGRPC; nil otherwise.
+	History pbhistoryv1.HistoryServiceClient
 	// Server is the service itself.
 	Server *server.Server
 	// Backend is the in-memory store behind it.
@@ -66,7 +71,8 @@ func WithACLResolver(resolve func(ctx context.Context) (resource.Authorizer, err
 }
 
 // OverGRPC makes Client a real gRPC client (over an in-memory listener), so
-// messages are marshalled as they would be over the network.
+// messages are marshalled as they would be over the network, and serves
+// the history service beside it (Service.History).
 func OverGRPC() ServiceOption {
 	return func(c *serviceConfig) { c.overGRPC = true }
 }
@@ -112,7 +118,7 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	if !cfg.overGRPC {
 		svc.Client = server.NewInProcessClient(srv)
 	} else {
-		svc.Client = startGRPC(t, srv)
+		svc.Client, svc.History = startGRPC(t, srv)
 	}
 	if cfg.consulLike {
 		svc.Client = newConsulClient(svc.Client, cfg.consulStale)
@@ -123,13 +129,14 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	return svc
 }
 
-// startGRPC serves srv over an in-memory listener and returns a gRPC
-// client for it; both stop when the test ends.
-func startGRPC(t T, srv *server.Server) pbresource.ResourceServiceClient {
+// startGRPC serves srv and its history service over an in-memory listener
+// and returns gRPC clients for them; all stop when the test ends.
+func startGRPC(t T, srv *server.Server) (pbresource.ResourceServiceClient, pbhistoryv1.HistoryServiceClient) {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)
+	history.New(srv).Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -142,5 +149,5 @@ func startGRPC(t T, srv *server.Server) pbresource.ResourceServiceClient {
 		_ = conn.Close()
 		gs.Stop()
 	})
-	return pbresource.NewResourceServiceClient(conn)
+	return pbresource.NewResourceServiceClient(conn), pbhistoryv1.NewHistoryServiceClient(conn)
 }

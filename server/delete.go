@@ -27,6 +27,7 @@ func (s *Server) Delete(ctx context.Context, req *pbresource.DeleteRequest) (*pb
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
 	}
+	ctx = withChange(ctx, authz)
 	reg, id, err := s.checkID("id", req.GetId())
 	if err != nil {
 		return nil, s.fail("Delete", req.GetId(), err)
@@ -87,7 +88,7 @@ func (s *Server) deleteOnce(ctx context.Context, authz resource.Authorizer, reg 
 		_, err := s.backend.WriteCAS(ctx, marked)
 		return casError(cas, err)
 	}
-	return casError(cas, s.deleteStored(ctx, stored))
+	return casError(cas, s.deleteStored(s.withCascade(ctx, stored), stored))
 }
 
 // deleteStored deletes stored (at its version). If it owns resources at

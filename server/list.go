@@ -38,13 +38,9 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 	if err != nil {
 		return nil, s.fail("List", nil, err)
 	}
-	reg, err := s.resolveType("type", req.GetType())
+	reg, tenancy, err := s.CheckListing(req.GetType(), req.GetTenancy())
 	if err != nil {
 		return nil, s.fail("List", nil, err)
-	}
-	tenancy, err := resource.NormalizeTenancy("tenancy", reg.Scope, req.Tenancy, true)
-	if err != nil {
-		return nil, s.fail("List", nil, invalidArgument(err))
 	}
 	if req.PageSize > MaxListPageSize {
 		return nil, s.fail("List", nil, invalidField("page_size", "%d is above the maximum of %d", req.PageSize, MaxListPageSize))

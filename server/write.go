@@ -23,29 +23,51 @@ import (
 // ends in a backend compare-and-swap. A blanket write (empty Version) starts
 // over when the CAS loses a race; a versioned write reports Aborted instead.
 func (s *Server) Write(ctx context.Context, req *pbresource.WriteRequest) (*pbresource.WriteResponse, error) {
+	b := new(writeMessages)
+	if err := s.writeResource(ctx, "Write", req.GetResource(), b, false); err != nil {
+		return nil, err
+	}
+	return &b.rsp, nil
+}
+
+// Create writes res as Write does, but only as a new resource: when
+// something is stored under its name, it is AlreadyExists (and nothing is
+// written). res must have neither Version nor Uid. Other Loom services
+// use it to bring a resource back (the history service's Restore).
+func (s *Server) Create(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+	b := new(writeMessages)
+	if err := s.writeResource(ctx, "Create", res, b, true); err != nil {
+		return nil, err
+	}
+	return b.rsp.Resource, nil
+}
+
+// writeResource writes in, the resource of a Write (or a Create, when
+// create is set), and sets b.rsp.Resource to what is stored.
+func (s *Server) writeResource(ctx context.Context, method string, in *pbresource.Resource, b *writeMessages, create bool) error {
 	authz, err := s.authorizer(ctx)
 	if err != nil {
-		return nil, s.fail("Write", req.GetResource().GetId(), err)
+		return s.fail(method, in.GetId(), err)
 	}
 	ctx, err = s.withFence(ctx, authz)
 	if err != nil {
-		return nil, s.fail("Write", req.GetResource().GetId(), err)
+		return s.fail(method, in.GetId(), err)
 	}
-	b := new(writeMessages)
-	reg, data, err := s.prepare(req.GetResource(), &b.res)
+	ctx = withChange(ctx, authz)
+	reg, data, err := s.prepare(in, &b.res)
 	if err != nil {
-		return nil, s.fail("Write", req.GetResource().GetId(), err)
+		return s.fail(method, in.GetId(), err)
 	}
 	res := &b.res
 	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
-		return nil, s.fail("Write", res.GetId(), err)
+		return s.fail(method, res.GetId(), err)
 	}
-	out, err := s.write(ctx, authz, reg, b, data)
+	out, err := s.write(ctx, authz, reg, b, data, create)
 	if err != nil {
-		return nil, s.fail("Write", res.GetId(), err)
+		return s.fail(method, res.GetId(), err)
 	}
 	b.rsp.Resource = out
-	return &b.rsp, nil
+	return nil
 }
 
 // writeMessages holds the messages one Write makes, so that they cost one
@@ -76,6 +98,7 @@ type writeIntent struct {
 	owner    *pbresource.ID
 	ownerUid string // the owner's Uid as the caller gave it
 	meta     map[string]string
+	create   bool // only as a new resource (Create)
 }
 
 func (in *writeIntent) cas() bool { return in.version != "" }
@@ -84,7 +107,7 @@ func (in *writeIntent) cas() bool { return in.version != "" }
 // strongly consistent read.
 var errRetry = errors.New("retry")
 
-func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resource.Registered, b *writeMessages, data proto.Message) (*pbresource.Resource, error) {
+func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resource.Registered, b *writeMessages, data proto.Message, create bool) (*pbresource.Resource, error) {
 	res := &b.res
 	in := &writeIntent{
 		authz:    authz,
@@ -98,6 +121,7 @@ func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resou
 		owner:    res.Owner,
 		ownerUid: res.Owner.GetUid(),
 		meta:     res.Metadata,
+		create:   create,
 	}
 	var out *pbresource.Resource
 	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
@@ -243,6 +267,13 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			return nil, err
 		}
 	}
+	if in.create {
+		if consistency == storage.EventualConsistency {
+			return nil, errRetry // may be stale: make sure
+		}
+		return nil, status.Errorf(codes.AlreadyExists, "resource %s already exists (uid %s); delete it, or restore it as another version",
+			resource.ReferenceString(in.res.Id), stored.Id.Uid)
+	}
 	if in.uid != "" && in.uid != stored.Id.Uid {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
@@ -294,7 +325,7 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			// gone already (another writer finished first, maybe after a
 			// status write) lost the race like any other CAS.
 			res.Generation = stored.Generation
-			if err := s.deleteStored(ctx, stored, storage.MustExist()); err != nil {
+			if err := s.deleteStored(s.withCascade(ctx, stored), stored, storage.MustExist()); err != nil {
 				return nil, casError(in.cas(), err)
 			}
 			return res, nil

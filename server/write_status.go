@@ -28,6 +28,7 @@ func (s *Server) WriteStatus(ctx context.Context, req *pbresource.WriteStatusReq
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)
 	}
+	ctx = withChange(ctx, authz)
 	reg, id, err := s.checkID("id", req.GetId())
 	if err != nil {
 		return nil, s.fail("WriteStatus", req.GetId(), err)

@@ -67,6 +67,9 @@ type Revision struct {
 type HistoryLimits struct {
 	// KeepVersions is how many write revisions are kept per name (the
 	// deletion revisions of its lifetimes are kept by the trash bounds).
+	// The write revisions of a deleted lifetime are pruned with its
+	// deletion revision, so that the history of deleted names is bounded
+	// by the trash bounds too.
 	KeepVersions int
 
 	// TrashRetention is how long a deletion revision is kept.

@@ -4,9 +4,11 @@ import (
 	"testing"
 
 	consulpb "github.com/hashicorp/consul/proto-public/pbresource"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -125,4 +127,25 @@ func sameField(c, l protoreflect.FieldDescriptor) bool {
 		return l.Enum() != nil && c.Enum().FullName() == l.Enum().FullName()
 	}
 	return true
+}
+
+// Loom's history service links beside Consul's pbresource too: its messages
+// hold Loom's resource types, and marshal as such.
+func TestHistoryLinked(t *testing.T) {
+	rev := &pbhistoryv1.Revision{Resource: &pbresource.Resource{Id: &pbresource.ID{Name: "x"}}, Version: "7"}
+	b, err := proto.Marshal(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got pbhistoryv1.Revision
+	if err := proto.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.GetResource().GetId().GetName() != "x" || got.Version != "7" {
+		t.Errorf("round trip gave %v", &got)
+	}
+	id := pbhistoryv1.File_pbhistory_v1_history_proto.Messages().ByName("RestoreRequest").Fields().ByName("id").Message()
+	if id.FullName() != "hashicorp.consul.resource.ID" || id.IsPlaceholder() {
+		t.Errorf("RestoreRequest.id is %v", id.FullName())
+	}
 }

@@ -14,7 +14,11 @@
 // storage.ErrVersionGone; and for a storage.OwnerPagedLister (OwnedPages/
 // tests, skipped for others), the same of an owner's resources of several
 // types, under writers that also re-own them; and for a storage.StatusWriter (the
-// WriteStatusCAS test, skipped for others), status writes.
+// WriteStatusCAS test, skipped for others), status writes; and, given
+// Options.NewHistorian (History/ tests, skipped without it), the
+// storage.Historian: exactly the committed generations recorded under
+// concurrent writers, deletions with their Change, pruning to the
+// HistoryLimits, and the trash listings.
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
 // returns a new, empty backend:
@@ -72,6 +76,13 @@ type Options struct {
 	// Resume/TooOld test of a backend that keeps history for long. The
 	// test's writes are made before it is called.
 	Forget func(t *testing.T, b storage.Backend)
+
+	// NewHistorian, if set, returns a new, empty backend that keeps history
+	// (storage.Historian) within limits, for the History/ tests, which are
+	// skipped when it is nil. A backend that prunes in the background
+	// should do so promptly for the tests (they wait for pruning up to
+	// Timeout).
+	NewHistorian func(t *testing.T, limits storage.HistoryLimits) storage.Backend
 
 	// Timeout bounds every wait of the suite: an event to arrive, writes to
 	// complete. Zero means 30 seconds.
@@ -142,6 +153,14 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"OwnedPages/Basics", s.testOwnedPagesBasics},
 		{"OwnedPages/RacingWriters", s.testOwnedPagesRacingWriters},
 		{"OwnedPages/TooOld", s.testOwnedPagesTooOld},
+		{"History/Generations", s.testHistoryGenerations},
+		{"History/Change", s.testHistoryChange},
+		{"History/NotRecorded", s.testHistoryNotRecorded},
+		{"History/KeepVersions", s.testHistoryKeepVersions},
+		{"History/TrashRetention", s.testHistoryTrashRetention},
+		{"History/TrashPerType", s.testHistoryTrashPerType},
+		{"History/ListTrash", s.testHistoryListTrash},
+		{"History/TrashOwnedBy", s.testHistoryTrashOwnedBy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,6 +60,15 @@
 // WatchStats counts the open watches, how far behind they are and how many
 // were dropped, for metrics; it is read when asked.
 //
+// # History
+//
+// The store keeps history (storage.Historian) unless New is given
+// WithoutHistory, within storage.DefaultHistoryLimits unless given
+// WithHistory. A write that changes the Generation and a deletion record a
+// revision under the store lock, as part of the write; the revision shares
+// the stored message. Pruning to the limits runs inline in amortized O(1)
+// steps, never a scan: see history.
+//
 // # Fences
 //
 // The store ignores fences (storage.WithFence): it lives in one process,
@@ -135,6 +144,9 @@ type Backend struct {
 	logEvents int
 	logBytes  int64
 
+	// hist keeps the history (history.go), under mu; nil: none.
+	hist *history
+
 	// dropped counts the watches ended for falling behind (WatchStats).
 	dropped atomic.Uint64
 	// reaping is set while a reap runs (see reap).
@@ -188,6 +200,7 @@ func New(opts ...Option) *Backend {
 		owned:     make(map[ownerKey]map[*entry]struct{}),
 		feeds:     make(map[storage.UnversionedType]*feed),
 		watches:   make(map[*watch]struct{}),
+		hist:      newHistory(storage.HistoryLimits{}),
 	}
 	for _, opt := range opts {
 		opt(b)
@@ -260,12 +273,14 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 // entry is one stored name for the lifetime of a resource: it is created by
 // the write that creates the resource and marked removed by its deletion.
 //
-// It does not keep sizeOf(res) (a deletion recomputes it), so that it
-// takes the 64-byte size class instead of 80.
+// It takes 72 bytes, the 80-byte size class (the history pointer took it
+// from 64); it does not keep sizeOf(res), which a deletion recomputes.
 type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
-	res     *pbresource.Resource
+	res *pbresource.Resource
+	// hist is the name's history (history.go), nil when none is kept.
+	hist    *nameHistory
 	removed bool
 }
 
@@ -300,7 +315,7 @@ func (b *Backend) Read(_ context.Context, _ storage.ReadConsistency, id *pbresou
 // revision as its Version and is returned; it is shared and must not be
 // modified. When res.Id.Uid is empty and the resource exists, the stored Uid
 // is kept.
-func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
+func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbresource.Resource, error) {
 	if res.GetId().GetType() == nil {
 		return nil, errInvalidID
 	}
@@ -336,11 +351,16 @@ func (b *Backend) WriteCAS(_ context.Context, res *pbresource.Resource) (*pbreso
 		ti = newTypeIndex()
 		b.types[typ] = ti
 	}
-	if e != nil && stored.Id.Uid == "" {
-		stored.Id.Uid = e.res.Id.GetUid()
+	var replaced *pbresource.Resource
+	if e != nil {
+		replaced = e.res
+		if stored.Id.Uid == "" {
+			stored.Id.Uid = e.res.Id.GetUid()
+		}
 	}
 
-	b.store(ti, typ, key, e, stored, size)
+	e = b.store(ti, typ, key, e, stored, size)
+	b.recordWrite(ctx, ti, e, replaced, stored)
 	return stored, nil
 }
 
@@ -432,9 +452,9 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 }
 
 // store commits stored, the new form of e (nil when created), at the next
-// revision: it updates the indexes and publishes the change. The caller
-// holds mu exclusively and has checked the write.
-func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) {
+// revision: it updates the indexes and publishes the change. It returns
+// the entry. The caller holds mu exclusively and has checked the write.
+func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) *entry {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 	ti.like = stored.Id
@@ -464,6 +484,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 	}
 
 	b.publish(ti, typ, stored, prev, size, false)
+	return e
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -490,7 +511,7 @@ func checkWrite(e *entry, res *pbresource.Resource) error {
 // revision of its own, so later writes get greater versions. A tombstone
 // (storage.WithTombstone) is stored at the revision before the deletion's,
 // under the same lock.
-func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string, opts ...storage.DeleteOption) error {
+func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version string, opts ...storage.DeleteOption) error {
 	if id.GetType() == nil {
 		return errInvalidID
 	}
@@ -533,6 +554,7 @@ func (b *Backend) DeleteCAS(_ context.Context, id *pbresource.ID, version string
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
 	b.publish(ti, typ, e.res, e.res, sizeOf(e.res), true)
+	b.recordDelete(ctx, ti, e, e.res)
 	return nil
 }
 

@@ -16,6 +16,9 @@ func TestBackend(t *testing.T) {
 		// is slow under -race; TestBackendSmallWatchBuffer checks the same
 		// behaviour with a small buffer.
 		SkipSlowWatcher: true,
+		NewHistorian: func(t *testing.T, limits storage.HistoryLimits) storage.Backend {
+			return inmem.New(inmem.WithHistory(limits))
+		},
 	})
 }
 

@@ -30,6 +30,8 @@ type typeIndex struct {
 	like *pbresource.ID
 	// feed is the type's feed, once it had a change (see publish).
 	feed *feed
+	// hist is the type's history, once it has one (history.go).
+	hist *typeHistory
 }
 
 // compactThreshold is the least number of removed entries that makes a
