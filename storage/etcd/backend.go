@@ -145,9 +145,12 @@ type Backend struct {
 	afterPage func(rev int64)
 
 	// hist is the history's limits, nil when none is kept (history.go);
-	// pruner enforces them once Start runs it.
-	hist   *historyLimits
-	pruner *pruner
+	// pruner enforces them once Start runs it, pruning a name's
+	// versions pruneDelay after its writes at the latest (tests shorten
+	// it).
+	hist       *historyLimits
+	pruner     *pruner
+	pruneDelay time.Duration
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -169,6 +172,7 @@ func New(client *clientv3.Client, opts ...Option) *Backend {
 		callTimeout:  DefaultCallTimeout,
 		metrics:      newCallMetrics(),
 		hist:         newHistoryLimits(storage.HistoryLimits{}),
+		pruneDelay:   defaultPruneDelay,
 	}
 	for _, opt := range opts {
 		opt(b)
@@ -378,7 +382,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
 	if res.Owner == nil {
-		ops, hi, err := b.withWriteHistory(ctx, ops, res, id.Uid, value)
+		ops, _, err := b.withWriteHistory(ctx, ops, res, id.Uid, value)
 		if err != nil {
 			return nil, err
 		}
@@ -392,7 +396,6 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 			}
 			return nil, storage.ErrCASFailure
 		}
-		b.wroteHistory(resp, hi, id)
 		return stored(res, id.Uid, resp.Header.Revision), nil
 	}
 
@@ -401,7 +404,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 		return nil, err
 	}
 	ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
-	ops, hi, err := b.withWriteHistory(ctx, ops, res, id.Uid, value)
+	ops, _, err = b.withWriteHistory(ctx, ops, res, id.Uid, value)
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +423,6 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 			return nil, err
 		}
 		if resp.Succeeded {
-			b.wroteHistory(resp, hi, id)
 			return stored(res, id.Uid, resp.Header.Revision), nil
 		}
 		if err := fenceFailure(resp, fence, fenced); err != nil {

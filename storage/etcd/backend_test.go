@@ -36,6 +36,7 @@ func TestConformance(t *testing.T) {
 		SlowWatcherWrites: 500,
 		NewHistorian: func(t *testing.T, limits storage.HistoryLimits) storage.Backend {
 			b := newTestBackend(t, WithHistory(limits))
+			b.pruneDelay = 50 * time.Millisecond
 			stop, err := b.Start(testContext(t))
 			require.NoError(t, err)
 			t.Cleanup(stop)

@@ -40,6 +40,17 @@
 // ErrOutcomeUnknown for writes whose fate is unknown (a timeout after the
 // request was sent); ErrFenced for writes refused by a fence (WithFence).
 //
+// # History
+//
+// A Backend keeps history (storage.Historian) unless New is given
+// WithoutHistory, within storage.DefaultHistoryLimits unless given
+// WithHistory: a write that changes the Generation, and a deletion, put a
+// record of it in their own transaction, under keys beside the resources
+// (see history.go), so a committed change is always in the history, even
+// if the server dies right after. The goroutine Start starts prunes them to
+// the limits in the background (see pruner); a Backend that is not started
+// records but does not prune.
+//
 // # Leader lease
 //
 // NewLease campaigns for leadership under an election key and implements

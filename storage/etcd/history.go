@@ -264,8 +264,10 @@ func (b *Backend) withWriteHistory(ctx context.Context, ops []clientv3.Op, res *
 		[]clientv3.Op{clientv3.OpPut(hk, rec)}, nil)), len(ops), nil
 }
 
-// wroteHistory tells the pruner about a committed write whose operation i
-// was writeHistoryOp's, if it recorded a revision.
+// wroteHistory tells the pruner about a committed update whose operation
+// i was withWriteHistory's, if it recorded a revision. Creates are not
+// counted: a lifetime's first revision needs no pruning, and those of the
+// name's earlier lifetimes go with their trash entries.
 func (b *Backend) wroteHistory(resp *clientv3.TxnResponse, i int, id *pbresource.ID) {
 	if i >= 0 && i < len(resp.Responses) && resp.Responses[i].GetResponseTxn().GetSucceeded() {
 		b.pruner.name(b.keys.historyPrefix(id))

@@ -32,6 +32,7 @@ import (
 // closes, that is when the parent exits, however it exits.
 var (
 	testEndpoint string
+	etcdPid      int // the etcd process's, for benchmarks' CPU figures
 	testClient   *clientv3.Client
 	prefixes     atomic.Int64
 )
@@ -97,6 +98,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting the etcd process:", err)
 		return 1
 	}
+	etcdPid = child.Process.Pid
 	defer func() {
 		stdin.Close()
 		_ = child.Wait()

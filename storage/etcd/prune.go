@@ -20,10 +20,16 @@ const pruneQueue = 4096
 const pruneBatch = 96
 
 // pruner enforces the history limits in the background (Start runs it):
-// the names writes recorded a revision of are queued, and pruned to
-// KeepVersions; the types deletions were recorded in are queued too, and
-// every type's trash is swept every sweepInterval, to TrashPerType and
-// TrashRetention. Writes only queue, never wait.
+// it counts the revisions updates recorded per name, and prunes a name to
+// KeepVersions once it counted KeepVersions of them (slack), and every
+// counted name every pruneDelay. So a name holds at most 2 × KeepVersions
+// - 1 revisions per writing server, and more than KeepVersions for at
+// most pruneDelay, while a pruning (a read and a transaction) serves up to
+// KeepVersions writes: pruning after every write would cost etcd a read
+// and a transaction per write (W9History). The types deletions were
+// recorded in are queued too, and every type's trash is swept every
+// sweepInterval, to TrashPerType and TrashRetention. Writes only count,
+// never wait.
 //
 // Several servers on one etcd may prune the same keys at once. What one
 // drops it finds past a bound at one revision, and it stays past it at any
@@ -35,28 +41,41 @@ type pruner struct {
 	wake chan struct{}
 
 	mu       sync.Mutex
-	names    map[string]struct{} // history prefixes of names
+	names    map[string]int      // history prefixes of names: revisions counted
 	types    map[string]struct{} // trash prefixes of types
 	overflow bool                // a name was not queued
 }
 
 func newPruner(b *Backend) *pruner {
-	return &pruner{b: b, wake: make(chan struct{}, 1), names: make(map[string]struct{}), types: make(map[string]struct{})}
+	return &pruner{b: b, wake: make(chan struct{}, 1), names: make(map[string]int), types: make(map[string]struct{})}
 }
 
-// name queues a name's history prefix.
+// slack is how many revisions of a name the pruner counts before it
+// prunes it.
+func (p *pruner) slack() int { return max(1, p.b.hist.KeepVersions) }
+
+// defaultPruneDelay is how long the pruner leaves a counted name before it
+// prunes it, unless tests set Backend.pruneDelay.
+const defaultPruneDelay = 10 * time.Second
+
+// name counts a revision recorded under a name's history prefix.
 func (p *pruner) name(prefix string) {
 	if p.b.hist.KeepVersions < 0 {
 		return
 	}
 	p.mu.Lock()
-	if len(p.names) < pruneQueue {
-		p.names[prefix] = struct{}{}
-	} else {
+	n, ok := p.names[prefix]
+	switch {
+	case ok || len(p.names) < pruneQueue:
+		n++
+		p.names[prefix] = n
+	default:
 		p.overflow = true
 	}
 	p.mu.Unlock()
-	p.signal()
+	if n >= p.slack() {
+		p.signal()
+	}
 }
 
 // trash queues a type's trash prefix.
@@ -83,26 +102,38 @@ func (p *pruner) signal() {
 func (p *pruner) run(ctx context.Context) {
 	tick := time.NewTicker(p.b.hist.sweepInterval())
 	defer tick.Stop()
+	names := time.NewTicker(p.b.pruneDelay)
+	defer names.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
-			p.drain(ctx)
+			p.drain(ctx, p.slack())
+		case <-names.C:
+			p.drain(ctx, 1)
 		case <-tick.C:
-			p.drain(ctx)
+			p.drain(ctx, 1)
 			p.sweep(ctx)
 		}
 	}
 }
 
-// drain prunes what is queued.
-func (p *pruner) drain(ctx context.Context) {
+// drain prunes the queued types, and the names counted at least min
+// times.
+func (p *pruner) drain(ctx context.Context, min int) {
 	p.mu.Lock()
-	names, types := p.names, p.types
-	p.names, p.types = make(map[string]struct{}), make(map[string]struct{})
+	var names []string
+	for prefix, n := range p.names {
+		if n >= min {
+			names = append(names, prefix)
+			delete(p.names, prefix)
+		}
+	}
+	types := p.types
+	p.types = make(map[string]struct{})
 	p.mu.Unlock()
-	for prefix := range names {
+	for _, prefix := range names {
 		p.report(p.pruneName(ctx, prefix))
 	}
 	for prefix := range types {

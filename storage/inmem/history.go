@@ -442,8 +442,8 @@ func (b *Backend) ListTrash(_ context.Context, resType storage.UnversionedType, 
 // ListTrashOwnedBy returns the kept deletions of what owner owned, newest
 // first (storage.Historian).
 func (b *Backend) ListTrashOwnedBy(_ context.Context, owner *pbresource.ID, req storage.RevisionPageRequest) (storage.RevisionPage, error) {
-	if owner.GetUid() == "" || owner.GetType() == nil {
-		return storage.RevisionPage{}, errors.New("inmem: the owner's type and Uid are required")
+	if owner.GetUid() == "" {
+		return storage.RevisionPage{}, errors.New("inmem: the owner's Uid is required")
 	}
 	before, err := parseBefore(req.Before)
 	if err != nil {
