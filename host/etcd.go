@@ -164,8 +164,8 @@ type etcdStorage struct {
 }
 
 // openEtcd connects to etcd, checks that it answers, and starts
-// campaigning for leadership.
-func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time.Duration, logger hclog.Logger) (*etcdStorage, error) {
+// campaigning for leadership; opts add to the backend's options.
+func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time.Duration, logger hclog.Logger, opts ...loometcd.Option) (*etcdStorage, error) {
 	tlsCfg, err := f.tlsConfig(certs.CheckEvery(reload), certs.OnReloadError(func(err error) {
 		logger.Error("etcd client TLS files not reloaded", "error", err)
 	}))
@@ -196,8 +196,8 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 		return nil, fmt.Errorf("etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
 
-	backend := loometcd.New(client, loometcd.WithPrefix(f.prefix), loometcd.WithWatchLogBytes(watchLogBytes),
-		loometcd.WithLogger(logger.Named("etcd")), loometcd.WithCallTimeout(f.callTimeout))
+	backend := loometcd.New(client, append([]loometcd.Option{loometcd.WithPrefix(f.prefix), loometcd.WithWatchLogBytes(watchLogBytes),
+		loometcd.WithLogger(logger.Named("etcd")), loometcd.WithCallTimeout(f.callTimeout)}, opts...)...)
 	// Refuse a store with a newer layout or one that went back in time
 	// (a restore without a revision bump) before serving it.
 	stopMark, err := backend.Start(ctx)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/storage"
+	loometcd "github.com/loomrt/loom/storage/etcd"
 	"github.com/loomrt/loom/storage/inmem"
 )
 
@@ -49,4 +50,12 @@ func (f historyFlags) inmemOption() inmem.Option {
 		return inmem.WithHistory(limits)
 	}
 	return inmem.WithoutHistory()
+}
+
+// etcdOption is the etcd backend's option for the flags.
+func (f historyFlags) etcdOption() loometcd.Option {
+	if limits, on := f.limits(); on {
+		return loometcd.WithHistory(limits)
+	}
+	return loometcd.WithoutHistory()
 }

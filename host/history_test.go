@@ -2,8 +2,12 @@ package host_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/examples/foo"
@@ -17,34 +21,42 @@ import (
 // The host serves the history service beside the ResourceService; with
 // -history-versions 0 the storage keeps no history, so it finds nothing.
 func TestHostServesHistory(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want int // revisions of a resource written twice and deleted
-	}{
-		{args: []string{"-dev"}, want: 3},
-		{args: []string{"-dev", "-history-versions", "1"}, want: 2}, // the last write and the deletion
-		{args: []string{"-dev", "-history-versions", "0"}, want: 0},
-	} {
-		t.Run(tc.args[len(tc.args)-1], func(t *testing.T) {
-			h := startHost(t, tc.args...)
-			conn := dialPlain(t, h.grpcAddr)
-			client := pbresource.NewResourceServiceClient(conn)
-			id := zipID("z")
-			var last *pbresource.Resource
-			for _, zap := range []string{"one", "two"} {
-				data, err := anypb.New(&pbfoov1.Zip{Zap: zap})
+	for _, backend := range historyBackends {
+		endpoints := startBackend(t, backend) // one etcd for the three hosts
+		for _, tc := range []struct {
+			flag string // -history-versions
+			want int    // revisions of a resource written twice and deleted
+		}{
+			{flag: "20", want: 3},
+			{flag: "1", want: 2}, // the last write and the deletion
+			{flag: "0", want: 0},
+		} {
+			t.Run(backend+"/"+tc.flag, func(t *testing.T) {
+				h := startHost(t, append(backendArgs(endpoints, "/history-"+tc.flag), "-history-versions", tc.flag)...)
+				conn := dialPlain(t, h.grpcAddr)
+				client := pbresource.NewResourceServiceClient(conn)
+				id := zipID("z")
+				var last *pbresource.Resource
+				for _, zap := range []string{"one", "two"} {
+					data, err := anypb.New(&pbfoov1.Zip{Zap: zap})
+					require.NoError(t, err)
+					out, err := client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: id, Data: data}})
+					require.NoError(t, err)
+					last = out.Resource
+				}
+				_, err := client.Delete(t.Context(), &pbresource.DeleteRequest{Id: last.Id})
 				require.NoError(t, err)
-				out, err := client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: id, Data: data}})
-				require.NoError(t, err)
-				last = out.Resource
-			}
-			_, err := client.Delete(t.Context(), &pbresource.DeleteRequest{Id: last.Id})
-			require.NoError(t, err)
-
-			revs, err := pbhistoryv1.NewHistoryServiceClient(conn).ListRevisions(t.Context(), &pbhistoryv1.ListRevisionsRequest{Id: id})
-			require.NoError(t, err)
-			require.Len(t, revs.Revisions, tc.want, "revisions")
-		})
+				history := pbhistoryv1.NewHistoryServiceClient(conn)
+				count := func() int {
+					revs, err := history.ListRevisions(t.Context(), &pbhistoryv1.ListRevisionsRequest{Id: id})
+					require.NoError(t, err)
+					return len(revs.Revisions)
+				}
+				// Pruning runs in the background: wait for the bound.
+				require.Eventually(t, func() bool { return count() == tc.want }, 10*time.Second, 10*time.Millisecond,
+					"revisions: %d, want %d", count(), tc.want)
+			})
+		}
 	}
 }
 
@@ -54,7 +66,7 @@ func TestHostServesHistory(t *testing.T) {
 func TestHostRestoresTree(t *testing.T) {
 	for _, backend := range historyBackends {
 		t.Run(backend, func(t *testing.T) {
-			h := startHost(t, backendArgs(t, backend, "/restore")...)
+			h := startHost(t, backendArgs(startBackend(t, backend), "/restore")...)
 			conn := dialPlain(t, h.grpcAddr)
 			client := resourcetest.NewClient(pbresource.NewResourceServiceClient(conn))
 			write := func(name string, owner *pbresource.ID) *pbresource.Resource {
@@ -71,6 +83,14 @@ func TestHostRestoresTree(t *testing.T) {
 			require.NoError(t, err)
 			client.WaitForDeletion(t, grandchild.Id)
 
+			// The reaper's deletion is recorded as the cascade of its owner's.
+			trash, err := pbhistoryv1.NewHistoryServiceClient(conn).ListTrash(t.Context(), &pbhistoryv1.ListTrashRequest{
+				Type: foo.ZipType, Tenancy: zipID("").Tenancy, NamePrefix: "grand",
+			})
+			require.NoError(t, err)
+			require.Len(t, trash.Revisions, 1)
+			require.True(t, proto.Equal(child.Id, trash.Revisions[0].CascadeFrom), "cascade_from %v", trash.Revisions[0].CascadeFrom)
+
 			rsp, err := pbhistoryv1.NewHistoryServiceClient(conn).Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("owner"), WithOwned: true})
 			require.NoError(t, err)
 			require.Empty(t, rsp.NotRestored)
@@ -86,17 +106,63 @@ func TestHostRestoresTree(t *testing.T) {
 }
 
 // historyBackends are the backends the history tests of the host run on.
-var historyBackends = []string{"inmem"}
+var historyBackends = []string{"inmem", "etcd"}
 
-// backendArgs are the host's flags for backend: -dev, or etcd (a fresh
-// etcd) under prefix.
-func backendArgs(t *testing.T, backend, prefix string) []string {
+// startBackend starts what backend needs: for etcd, an etcd, whose
+// endpoints it returns; for inmem, nothing ("").
+func startBackend(t *testing.T, backend string) string {
 	if backend == "etcd" {
-		return []string{"-storage", "etcd", "-etcd-endpoints", etcdtest.Start(t), "-etcd-prefix", prefix}
+		return etcdtest.Start(t)
+	}
+	return ""
+}
+
+// backendArgs are the host's flags for the backend startBackend started:
+// -dev, or etcd at endpoints under prefix.
+func backendArgs(endpoints, prefix string) []string {
+	if endpoints != "" {
+		return []string{"-storage", "etcd", "-etcd-endpoints", endpoints, "-etcd-prefix", prefix, "-drain-period", "0"}
 	}
 	return []string{"-dev"}
 }
 
 func zipID(name string) *pbresource.ID {
 	return &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: name}
+}
+
+// A roll-back through the host is a compare-and-swap, and a restore from
+// the trash is refused while the name is taken, on both backends.
+func TestHostRollBackAndTakenName(t *testing.T) {
+	for _, backend := range historyBackends {
+		t.Run(backend, func(t *testing.T) {
+			h := startHost(t, backendArgs(startBackend(t, backend), "/rollback")...)
+			conn := dialPlain(t, h.grpcAddr)
+			client := resourcetest.NewClient(pbresource.NewResourceServiceClient(conn))
+			history := pbhistoryv1.NewHistoryServiceClient(conn)
+			var versions []*pbresource.Resource
+			for _, zap := range []string{"one", "two", "three"} {
+				data, err := anypb.New(&pbfoov1.Zip{Zap: zap})
+				require.NoError(t, err)
+				out, err := client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: zipID("z"), Data: data}})
+				require.NoError(t, err)
+				versions = append(versions, out.Resource)
+			}
+			_, err := history.Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("z"), Version: versions[0].Version, ExpectedVersion: versions[1].Version})
+			require.Equal(t, codes.Aborted, status.Code(err), "%v", err)
+
+			rsp, err := history.Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: zipID("z"), Version: versions[0].Version, ExpectedVersion: versions[2].Version})
+			require.NoError(t, err)
+			require.Equal(t, versions[0].Id.Uid, rsp.Resource.Id.Uid)
+			require.True(t, proto.Equal(versions[0].Data, rsp.Resource.Data))
+
+			// Deleted, created again: the deleted lifetime cannot come back
+			// under the taken name.
+			_, err = client.Delete(t.Context(), &pbresource.DeleteRequest{Id: rsp.Resource.Id})
+			require.NoError(t, err)
+			_, err = client.Write(t.Context(), &pbresource.WriteRequest{Resource: &pbresource.Resource{Id: zipID("z"), Data: versions[1].Data}})
+			require.NoError(t, err)
+			_, err = history.Restore(t.Context(), &pbhistoryv1.RestoreRequest{Id: versions[0].Id})
+			require.Equal(t, codes.AlreadyExists, status.Code(err), "%v", err)
+		})
+	}
 }

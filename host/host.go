@@ -211,7 +211,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	)
 	switch f.storage {
 	case "etcd":
-		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger)
+		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger, f.history.etcdOption())
 		if err != nil {
 			return err
 		}

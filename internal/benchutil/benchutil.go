@@ -73,3 +73,38 @@ func (t *Totals) Report(b *testing.B) {
 	b.ReportMetric(float64(t.CPU.Nanoseconds())/n, "cpu-ns/item")
 	b.ReportMetric(float64(t.Allocs)/n, "allocs/item")
 }
+
+// OnOff runs b.N operations of each of two variants of a workload (say,
+// with a feature on and off), alternating blocks of block operations so
+// that both see the same machine load, and reports the wall time and CPU
+// time per operation of each (on-ns/op, off-ns/op, on-cpu-ns/op,
+// off-cpu-ns/op) and cpu-ratio, on's CPU over off's. cpu reads the CPU time
+// to count (nil: CPUTime, this process's); each variant gets the
+// operation's index.
+func OnOff(b *testing.B, block int, cpu func() time.Duration, on, off func(i int)) {
+	if cpu == nil {
+		cpu = CPUTime
+	}
+	var wall, used [2]time.Duration
+	b.ResetTimer()
+	for start := 0; start < b.N; start += block {
+		end := min(start+block, b.N)
+		for side, op := range [2]func(int){on, off} {
+			t0, c0 := time.Now(), cpu()
+			for i := start; i < end; i++ {
+				op(i)
+			}
+			wall[side] += time.Since(t0)
+			used[side] += cpu() - c0
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(wall[0].Nanoseconds())/n, "on-ns/op")
+	b.ReportMetric(float64(wall[1].Nanoseconds())/n, "off-ns/op")
+	b.ReportMetric(float64(used[0].Nanoseconds())/n, "on-cpu-ns/op")
+	b.ReportMetric(float64(used[1].Nanoseconds())/n, "off-cpu-ns/op")
+	if used[1] > 0 {
+		b.ReportMetric(float64(used[0])/float64(used[1]), "cpu-ratio")
+	}
+}

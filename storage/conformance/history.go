@@ -295,21 +295,12 @@ func (s *suite) testHistoryTrashRetention(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), retention, "not pruned before the retention")
 }
 
-// testHistoryTrashPerType checks the trash's count bound per type.
+// testHistoryTrashPerType checks the trash's count bound per type: after
+// each deletion, the trash holds the newest deletions up to the bound.
 func (s *suite) testHistoryTrashPerType(t *testing.T) {
 	const perType = 3
 	b, h := s.historian(t, storage.HistoryLimits{TrashPerType: perType})
 	ctx := s.ctx(t)
-	var deleted []string
-	for i := range 7 {
-		res := write(t, b, newDefault("a"+strconv.Itoa(i)))
-		require.NoError(t, b.DeleteCAS(ctx, res.Id, ""))
-		deleted = append(deleted, res.Id.Name)
-	}
-	for i := range 2 {
-		res := write(t, b, newResource(albumV1, "default", "default", "b"+strconv.Itoa(i)))
-		require.NoError(t, b.DeleteCAS(ctx, res.Id, ""))
-	}
 	names := func(typ storage.UnversionedType) []string {
 		p, err := h.ListTrash(ctx, typ, allTenancy, "", storage.RevisionPageRequest{})
 		require.NoError(t, err)
@@ -319,9 +310,22 @@ func (s *suite) testHistoryTrashPerType(t *testing.T) {
 		}
 		return out
 	}
-	s.eventually(t, func() bool {
-		return fmt.Sprint(names(artist)) == fmt.Sprint([]string{"a6", "a5", "a4"})
-	}, "the newest 3 artists in the trash")
+	for i := range 2 {
+		res := write(t, b, newResource(albumV1, "default", "default", "b"+strconv.Itoa(i)))
+		require.NoError(t, b.DeleteCAS(ctx, res.Id, ""))
+	}
+	var newest []string
+	for i := range 7 {
+		res := write(t, b, newDefault("a"+strconv.Itoa(i)))
+		require.NoError(t, b.DeleteCAS(ctx, res.Id, ""))
+		newest = append([]string{res.Id.Name}, newest...)
+		if len(newest) > perType {
+			newest = newest[:perType]
+		}
+		s.eventually(t, func() bool {
+			return fmt.Sprint(names(artist)) == fmt.Sprint(newest)
+		}, fmt.Sprintf("the trash holding %v", newest))
+	}
 	require.Equal(t, []string{"b1", "b0"}, names(album), "another type's trash has its own bound")
 }
 

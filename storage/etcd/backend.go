@@ -143,6 +143,11 @@ type Backend struct {
 	// tests), runs after each page a paged readRange read at rev.
 	pageSize  int64
 	afterPage func(rev int64)
+
+	// hist is the history's limits, nil when none is kept (history.go);
+	// pruner enforces them once Start runs it.
+	hist   *historyLimits
+	pruner *pruner
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -163,9 +168,13 @@ func New(client *clientv3.Client, opts ...Option) *Backend {
 		markInterval: DefaultMarkInterval,
 		callTimeout:  DefaultCallTimeout,
 		metrics:      newCallMetrics(),
+		hist:         newHistoryLimits(storage.HistoryLimits{}),
 	}
 	for _, opt := range opts {
 		opt(b)
+	}
+	if b.hist != nil {
+		b.pruner = newPruner(b)
 	}
 	b.catchUpSlots = make(chan struct{}, b.catchUps)
 	return b
@@ -330,12 +339,16 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 		clientv3.Compare(clientv3.Value(rk), "<", ident+"\xff"),
 	}
 	// Same owner, same ID: the owner-index entry stays as it is.
-	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
+	ops, hi, err := b.withWriteHistory(ctx, []clientv3.Op{clientv3.OpPut(rk, string(value))}, res, id.Uid, value)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := b.txn(ctx, cmps, ops, rk, fence, fenced)
 	if err != nil {
 		return nil, err
 	}
 	if resp.Succeeded {
+		b.wroteHistory(resp, hi, id)
 		return stored(res, id.Uid, resp.Header.Revision), nil
 	}
 	if err := fenceFailure(resp, fence, fenced); err != nil {
@@ -365,6 +378,10 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
 	if res.Owner == nil {
+		ops, hi, err := b.withWriteHistory(ctx, ops, res, id.Uid, value)
+		if err != nil {
+			return nil, err
+		}
 		resp, err := b.txn(ctx, cmps, ops, "", fence, fenced)
 		if err != nil {
 			return nil, err
@@ -375,6 +392,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 			}
 			return nil, storage.ErrCASFailure
 		}
+		b.wroteHistory(resp, hi, id)
 		return stored(res, id.Uid, resp.Header.Revision), nil
 	}
 
@@ -383,6 +401,10 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 		return nil, err
 	}
 	ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
+	ops, hi, err := b.withWriteHistory(ctx, ops, res, id.Uid, value)
+	if err != nil {
+		return nil, err
+	}
 	ownerKey := b.keys.resource(res.Owner)
 	ownerCmps := ownerValueCmps(ownerKey, res.Owner)
 	if ownerCmps == nil {
@@ -398,6 +420,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 			return nil, err
 		}
 		if resp.Succeeded {
+			b.wroteHistory(resp, hi, id)
 			return stored(res, id.Uid, resp.Header.Revision), nil
 		}
 		if err := fenceFailure(resp, fence, fenced); err != nil {
@@ -546,6 +569,10 @@ func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, vers
 		}
 		ops = append(ops, clientv3.OpPut(newIdx, string(idx)))
 	}
+	ops, hi, err := b.withWriteHistory(ctx, ops, res, uid, value)
+	if err != nil {
+		return nil, err
+	}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", version)}
 	var ownerKey string
 	var ownerRev int64
@@ -571,6 +598,7 @@ func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, vers
 		// Changed or deleted since it was read.
 		return nil, storage.ErrCASFailure
 	}
+	b.wroteHistory(resp, hi, id)
 	return stored(res, uid, resp.Header.Revision), nil
 }
 
@@ -695,12 +723,20 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 				clientv3.Compare(clientv3.CreateRevision(tombKey), "=", 0),
 			}, []clientv3.Op{clientv3.OpPut(tombKey, tombValue)}, nil))
 		}
+		hops, err := b.deleteHistoryOps(ctx, kvs[0], cur)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, hops...)
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(rk), "=", kvs[0].ModRevision)}
 		tresp, err := b.txn(ctx, cmps, ops, rk, fence, fenced)
 		if err != nil {
 			return err
 		}
 		if tresp.Succeeded {
+			if hops != nil {
+				b.pruner.trash(b.keys.trashTypePrefix(storage.UnversionedTypeFrom(id.Type)))
+			}
 			return nil
 		}
 		if err := fenceFailure(tresp, fence, fenced); err != nil {

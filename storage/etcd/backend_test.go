@@ -34,6 +34,13 @@ func TestConformance(t *testing.T) {
 		return newTestBackend(t, WithWatchLogEvents(2000))
 	}, conformance.Options{
 		SlowWatcherWrites: 500,
+		NewHistorian: func(t *testing.T, limits storage.HistoryLimits) storage.Backend {
+			b := newTestBackend(t, WithHistory(limits))
+			stop, err := b.Start(testContext(t))
+			require.NoError(t, err)
+			t.Cleanup(stop)
+			return b
+		},
 		Forget: func(t *testing.T, b storage.Backend) {
 			client := b.(*Backend).client
 			ctx := testContext(t)

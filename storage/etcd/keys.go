@@ -19,6 +19,9 @@ import (
 //	    the owner index: one key per owned resource, its value the owned
 //	    resource's ID (protobuf)
 //
+// and, when history is kept, the history keys P/h/, P/t/ and P/x/ (see
+// history.go), outside the resource range the change feed watches.
+//
 // A resource and its index entry are written and deleted in the same
 // transaction, so they never disagree. Types, tenancy units and names
 // cannot contain "/" (they are DNS-label-like identifiers, see the resource

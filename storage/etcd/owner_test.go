@@ -14,14 +14,17 @@ import (
 	"github.com/loomrt/loom/storage"
 )
 
-// keysUnder returns every etcd key under the backend's prefix.
+// keysUnder returns the resource and owner-index keys under the backend's
+// prefix (not the history's, which a deletion adds to).
 func keysUnder(t *testing.T, b *Backend) []string {
 	t.Helper()
-	resp, err := testClient.Get(context.Background(), b.keys.prefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	require.NoError(t, err)
 	var out []string
-	for _, kv := range resp.Kvs {
-		out = append(out, string(kv.Key))
+	for _, dir := range []string{resourceDir, ownerDir} {
+		resp, err := testClient.Get(context.Background(), b.keys.prefix+dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		require.NoError(t, err)
+		for _, kv := range resp.Kvs {
+			out = append(out, string(kv.Key))
+		}
 	}
 	return out
 }

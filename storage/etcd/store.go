@@ -72,8 +72,9 @@ func WithMarkInterval(d time.Duration) Option {
 }
 
 // Start checks the store before the backend serves it and then records the
-// high-water mark every mark interval, until stop is called, which records
-// it once more and returns. Call it once, before the backend serves.
+// high-water mark every mark interval, and prunes the history to its limits
+// (see WithHistory), until stop is called, which records the mark once more
+// and returns. Call it once, before the backend serves.
 //
 // At first start it writes the layout version and a store record. At every
 // start it refuses (ErrLayoutTooNew) a layout newer than LayoutVersion, and
@@ -97,6 +98,9 @@ func (b *Backend) Start(ctx context.Context) (stop func(), err error) {
 	markCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { b.markLoop(markCtx) })
+	if b.pruner != nil {
+		wg.Go(func() { b.pruner.run(markCtx) })
+	}
 	return func() { cancel(); wg.Wait() }, nil
 }
 

@@ -273,12 +273,14 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 // entry is one stored name for the lifetime of a resource: it is created by
 // the write that creates the resource and marked removed by its deletion.
 //
-// It does not keep sizeOf(res) (a deletion recomputes it), so that it
-// takes the 64-byte size class instead of 80.
+// It takes 72 bytes, the 80-byte size class (the history pointer took it
+// from 64); it does not keep sizeOf(res), which a deletion recomputes.
 type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
-	res     *pbresource.Resource
+	res *pbresource.Resource
+	// hist is the name's history (history.go), nil when none is kept.
+	hist    *nameHistory
 	removed bool
 }
 
@@ -357,8 +359,8 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 		}
 	}
 
-	b.store(ti, typ, key, e, stored, size)
-	b.recordWrite(ctx, ti, key, replaced, stored)
+	e = b.store(ti, typ, key, e, stored, size)
+	b.recordWrite(ctx, ti, e, replaced, stored)
 	return stored, nil
 }
 
@@ -450,9 +452,9 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 }
 
 // store commits stored, the new form of e (nil when created), at the next
-// revision: it updates the indexes and publishes the change. The caller
-// holds mu exclusively and has checked the write.
-func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) {
+// revision: it updates the indexes and publishes the change. It returns
+// the entry. The caller holds mu exclusively and has checked the write.
+func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) *entry {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 	ti.like = stored.Id
@@ -482,6 +484,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 	}
 
 	b.publish(ti, typ, stored, prev, size, false)
+	return e
 }
 
 // checkWrite applies WriteCAS's version and Uid rules to a write of res
@@ -551,7 +554,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
 	b.publish(ti, typ, e.res, e.res, sizeOf(e.res), true)
-	b.recordDelete(ctx, ti, key, e.res)
+	b.recordDelete(ctx, ti, e, e.res)
 	return nil
 }
 

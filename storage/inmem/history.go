@@ -54,7 +54,9 @@ type history struct {
 
 // typeHistory is the history of one type, in its typeIndex.
 type typeHistory struct {
-	names map[rkey]*nameHistory
+	// deleted holds the histories of the names whose last lifetime was
+	// deleted; a live name's history hangs off its entry.
+	deleted map[rkey]*nameHistory
 	// trash holds the type's kept deletions, oldest first, from head.
 	trash []trashRef
 	head  int
@@ -67,6 +69,9 @@ type nameHistory struct {
 	writes ring
 	// deletes holds the kept deletion revisions, oldest first.
 	deletes []rec
+	// first is the ring's first buffer, so that recording a create costs
+	// one allocation.
+	first [1]rec
 }
 
 // rec is one revision.
@@ -110,39 +115,48 @@ func (h *history) expired(nanos, now int64) bool {
 	return r > 0 && now-nanos > int64(r)
 }
 
-// nameOf returns the history of key in th, made if need be.
-func (th *typeHistory) nameOf(key rkey) *nameHistory {
-	nh := th.names[key]
-	if nh == nil {
-		nh = &nameHistory{key: key}
-		th.names[key] = nh
+// historyOf returns the history of e's name, made (or taken back from
+// th.deleted, when the name is created again) if need be.
+func (th *typeHistory) historyOf(e *entry) *nameHistory {
+	if e.hist != nil {
+		return e.hist
 	}
+	nh := th.deleted[e.key]
+	if nh != nil {
+		delete(th.deleted, e.key)
+	} else {
+		nh = &nameHistory{key: e.key}
+		nh.writes.buf = nh.first[:]
+	}
+	e.hist = nh
 	return nh
 }
 
 // recordWrite records res, just stored over prev (nil on a create), if its
 // Generation changed. The caller holds mu exclusively.
-func (b *Backend) recordWrite(ctx context.Context, ti *typeIndex, key rkey, prev, res *pbresource.Resource) {
+func (b *Backend) recordWrite(ctx context.Context, ti *typeIndex, e *entry, prev, res *pbresource.Resource) {
 	h := b.hist
 	if h == nil || (prev != nil && prev.Generation == res.Generation) || isTombstone(res) {
 		return
 	}
 	th := ti.historyOf()
 	r := h.newRec(ctx, res, b.revision, false)
-	th.nameOf(key).writes.push(r, h.limits.KeepVersions)
+	th.historyOf(e).writes.push(r, h.limits.KeepVersions)
 	h.pruneTrash(th, r.nanos)
 }
 
 // recordDelete records the deletion of res at the current revision. The
 // caller holds mu exclusively.
-func (b *Backend) recordDelete(ctx context.Context, ti *typeIndex, key rkey, res *pbresource.Resource) {
+func (b *Backend) recordDelete(ctx context.Context, ti *typeIndex, e *entry, res *pbresource.Resource) {
 	h := b.hist
 	if h == nil || isTombstone(res) {
 		return
 	}
 	th := ti.historyOf()
 	r := h.newRec(ctx, res, b.revision, true)
-	nh := th.nameOf(key)
+	nh := th.historyOf(e)
+	e.hist = nil
+	th.deleted[e.key] = nh
 	nh.deletes = append(nh.deletes, r)
 	ref := trashRef{h: nh, ver: r.ver}
 	th.trash = append(th.trash, ref)
@@ -164,7 +178,7 @@ func isTombstone(res *pbresource.Resource) bool {
 // historyOf returns ti's history, made if need be.
 func (ti *typeIndex) historyOf() *typeHistory {
 	if ti.hist == nil {
-		ti.hist = &typeHistory{names: make(map[rkey]*nameHistory)}
+		ti.hist = &typeHistory{deleted: make(map[rkey]*nameHistory)}
 	}
 	return ti.hist
 }
@@ -206,8 +220,8 @@ func (h *history) dropDeletion(th *typeHistory, nh *nameHistory, d rec) {
 			delete(h.byOwner, o.Uid)
 		}
 	}
-	if nh.writes.n == 0 && len(nh.deletes) == 0 {
-		delete(th.names, nh.key)
+	if nh.writes.n == 0 && len(nh.deletes) == 0 && th.deleted[nh.key] == nh {
+		delete(th.deleted, nh.key)
 	}
 }
 
@@ -278,7 +292,11 @@ func (b *Backend) nameHistoryOf(id *pbresource.ID) *nameHistory {
 	if ti == nil || ti.hist == nil {
 		return nil
 	}
-	return ti.hist.names[keyOf(id)]
+	key := keyOf(id)
+	if e := ti.byKey.get(key); e != nil && e.hist != nil {
+		return e.hist
+	}
+	return ti.hist.deleted[key]
 }
 
 // recs returns nh's revisions not expired at now, oldest first.
