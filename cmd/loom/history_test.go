@@ -232,3 +232,30 @@ func TestNoHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryPruned checks that the oldest version a pruned history keeps
+// is not taken for a creation.
+func TestHistoryPruned(t *testing.T) {
+	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0", "-history-versions", "2")
+	client := pbresource.NewResourceServiceClient(dialServer(t, addr))
+	for _, baz := range []string{"one", "two", "three", "four"} {
+		if _, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: barResource(t, "pruned", baz)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := loomOK(t, addr, "history", "foo.v1.Bar", "pruned")
+		changes := column(t, out, "CHANGE")
+		if len(changes) == 2 {
+			if changes[1] != "(earliest kept)" || changes[0] == "created" {
+				t.Errorf("a pruned history:\n%s", out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the history was not pruned to 2 versions within 10s:\n%s", out)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
