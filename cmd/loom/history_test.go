@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -257,5 +259,75 @@ func TestHistoryPruned(t *testing.T) {
 			t.Fatalf("the history was not pruned to 2 versions within 10s:\n%s", out)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// Patterns of what differs from one run of a session to the next.
+var (
+	docTimeRE    = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	docVersionRE = regexp.MustCompile(`\b\d{19}\b`)
+	docULIDRE    = regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{26}\b`)
+	docAgeRE     = regexp.MustCompile(`\b\d+s\b`)
+	spacesRE     = regexp.MustCompile(`[ \t]+`)
+)
+
+// normalizeSession replaces in a command's output what differs from run
+// to run (times, versions, uids and generations, ages, column widths).
+func normalizeSession(s string) string {
+	s = docTimeRE.ReplaceAllString(s, "TIME")
+	s = docVersionRE.ReplaceAllString(s, "VERSION")
+	s = docULIDRE.ReplaceAllString(s, "ULID")
+	s = docAgeRE.ReplaceAllString(s, "AGE")
+	return strings.TrimSpace(spacesRE.ReplaceAllString(s, " "))
+}
+
+// TestHistoryDocSession runs the session of docs/cli.md's "History, trash
+// and restore" against a -dev server set up as the text says, and compares
+// each command's output (stdout, then stderr) with the page's.
+func TestHistoryDocSession(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)\n## History, trash and restore\n.*?```console\n(.*?)```").FindSubmatch(page)
+	if m == nil {
+		t.Fatal("docs/cli.md has no console session under \"History, trash and restore\"")
+	}
+	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0")
+	client := pbresource.NewResourceServiceClient(dialServer(t, addr))
+	web := strings.NewReplacer("parent", "web", "child", "web-db", "baz: one", "baz: blue", "baz: kid", "baz: postgres")
+	loomOK(t, addr, "apply", "-f", writeFile(t, "web.yaml", web.Replace(historyBars)))
+	waitObserved(t, client, barResource(t, "web", "x").Id, 10*time.Second)
+	waitObserved(t, client, barResource(t, "web-db", "x").Id, 10*time.Second)
+	loomOK(t, addr, "apply", "-f", writeFile(t, "web.yaml", strings.Replace(web.Replace(historyBars), "blue", "green", 1)))
+	waitObserved(t, client, barResource(t, "web", "x").Id, 10*time.Second)
+
+	versions := map[string]string{} // the page's versions, as this run made them
+	steps := strings.Split(strings.TrimPrefix(string(m[1]), "$ "), "\n$ ")
+	for _, step := range steps {
+		cmd, want, _ := strings.Cut(step, "\n")
+		args := strings.Fields(cmd)[1:] // after "loom"
+		for i, a := range args {
+			if docVersionRE.MatchString(a) {
+				if versions[a] == "" {
+					t.Fatalf("%s: version %s is in no output before it", cmd, a)
+				}
+				args[i] = versions[a]
+			}
+		}
+		out, errOut, _ := loomIn(addr, args...)
+		if got := out + errOut; normalizeSession(got) != normalizeSession(want) {
+			t.Fatalf("$ %s\nprinted\n%s\nthe page says\n%s", cmd, got, want)
+		} else if pageV, gotV := docVersionRE.FindAllString(want, -1), docVersionRE.FindAllString(got, -1); len(pageV) == len(gotV) {
+			for i, v := range pageV {
+				versions[v] = gotV[i]
+			}
+		}
+		if args[0] == "delete" { // the reaper's cascade, before the trash is listed
+			waitGone(t, client, "web-db", 10*time.Second)
+		}
+	}
+	if len(steps) < 8 {
+		t.Errorf("the session has %d commands; is the page's block whole?", len(steps))
 	}
 }
