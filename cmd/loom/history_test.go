@@ -186,6 +186,21 @@ func testHistoryCommands(t *testing.T, addr string) {
 		bazOf(t, rolled.Resource) != "one" || rolled.Resource.Id.Uid != parent.Resource.Id.Uid {
 		t.Errorf("roll-back printed %s; stored %v", out, rolled.Resource)
 	}
+
+	// A name taken since: the owner comes back, the owned one is named
+	// with the reason, and the exit status is 1.
+	loomOK(t, addr, "delete", "foo.v1.Bar", "parent")
+	waitGone(t, client, "parent", 10*time.Second)
+	waitGone(t, client, "child", 10*time.Second)
+	if _, err := client.Write(context.Background(), &pbresource.WriteRequest{Resource: barResource(t, "child", "squatter")}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := loomIn(addr, "restore", "foo.v1.Bar", "parent", "-with-owned")
+	if code != 1 || !strings.HasPrefix(out, "foo.v1.Bar/default.default/parent restored: uid ") ||
+		!regexp.MustCompile(`\nfoo\.v1\.Bar/default\.default/child@\w{26} not restored \(owned, from version \d+\): AlreadyExists: .+\n$`).MatchString(out) ||
+		errOut != "loom: 1 owned resource(s) not restored (see above)\n" {
+		t.Errorf("restore -with-owned of a taken name: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 func TestHistoryCommands(t *testing.T) {
