@@ -206,8 +206,8 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	versions := c.args[2:]
 	for i, v := range versions {
-		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
-			return usagef("%s: V%d %s is not a version (a decimal number, as loom history lists them)", c.fs.Name(), i+1, resource.Quote(v))
+		if err := checkVersionArg(c, fmt.Sprintf("V%d", i+1), v); err != nil {
+			return err
 		}
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
@@ -232,6 +232,15 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		_, err = io.WriteString(stdout, d)
 		return err
 	})
+}
+
+// checkVersionArg checks that the argument or flag name's value v is a
+// store version: a decimal number.
+func checkVersionArg(c *clientFlags, name, v string) error {
+	if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+		return usagef("%s: %s %s is not a version (a decimal number, as loom history lists them)", c.fs.Name(), name, resource.Quote(v))
+	}
+	return nil
 }
 
 // revisionsToDiff reads the two revisions diff compares: those of
@@ -372,9 +381,12 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.parse(args, 2, 2); err != nil {
 		return err
 	}
-	for flag, v := range map[string]string{"-version": *version, "-expected-version": *expected} {
-		if _, err := strconv.ParseUint(v, 10, 64); v != "" && err != nil {
-			return usagef("%s: %s %s is not a version (a decimal number, as loom history lists them)", c.fs.Name(), flag, resource.Quote(v))
+	for _, f := range []struct{ name, v string }{{"-version", *version}, {"-expected-version", *expected}} {
+		if f.v == "" {
+			continue
+		}
+		if err := checkVersionArg(c, f.name, f.v); err != nil {
+			return err
 		}
 	}
 	if *expected != "" && *version == "" {
