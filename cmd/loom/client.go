@@ -189,13 +189,13 @@ func noteUnreadable(ctx context.Context, client pbresource.ResourceServiceClient
 }
 
 // readPages reads a paged listing: page(token) returns one page's
-// resources and the next page's token, from "" (the first page) until the
+// items and the next page's token, from "" (the first page) until the
 // token is empty. A server that does not page (Consul) sends everything and
 // no token. When a later page is Aborted, the store moved past the
 // listing's version (writes between pages outran its history): the listing
 // starts again from the first page, up to 3 times.
-func readPages(page func(token string) ([]*pbresource.Resource, string, error)) ([]*pbresource.Resource, error) {
-	var list []*pbresource.Resource
+func readPages[T any](page func(token string) ([]T, string, error)) ([]T, error) {
+	var list []T
 	token := ""
 	for restarts := 0; ; {
 		res, next, err := page(token)

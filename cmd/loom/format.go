@@ -71,16 +71,22 @@ func (p *printer) resourceJSON(res *pbresource.Resource) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return withField(b, "data", data)
+}
+
+// withField returns the JSON object obj with the field key: value added
+// last, compacted.
+func withField(obj []byte, key string, value []byte) ([]byte, error) {
 	var out bytes.Buffer
-	if err := json.Compact(&out, b); err != nil {
+	if err := json.Compact(&out, obj); err != nil {
 		return nil, err
 	}
 	out.Truncate(out.Len() - 1) // the closing brace
 	if out.Len() > 1 {
 		out.WriteByte(',')
 	}
-	out.WriteString(`"data":`)
-	out.Write(data)
+	out.WriteString(`"` + key + `":`)
+	out.Write(value)
 	out.WriteByte('}')
 	return out.Bytes(), nil
 }
@@ -222,6 +228,12 @@ func (p *printer) printResources(list []*pbresource.Resource, single bool) error
 		}
 		docs = append(docs, b)
 	}
+	return p.printDocs(docs, single)
+}
+
+// printDocs prints JSON documents in the printer's format (json or yaml):
+// one document as itself when single, else a list.
+func (p *printer) printDocs(docs [][]byte, single bool) error {
 	if single && len(docs) == 1 {
 		return p.writeDoc(docs[0], false)
 	}
@@ -270,17 +282,20 @@ func (p *printer) writeDoc(b []byte, compact bool) error {
 // row is a resource's line of a table: name, tenancy, age, version and a
 // summary of its statuses.
 func (p *printer) row(r *pbresource.Resource) string {
-	// "partition.namespace" as elsewhere; a partition-scoped resource's
-	// partition alone, a cluster-scoped one's "-".
-	t := r.GetId().GetTenancy()
-	tenancy := resource.TenancyString(t)
+	return strings.Join([]string{r.GetId().GetName(), tenancyColumn(r.GetId().GetTenancy()), p.age(r), r.GetVersion(), statusSummary(r)}, "\t")
+}
+
+// tenancyColumn is a tenancy in a table: "partition.namespace" as
+// elsewhere; a partition-scoped resource's partition alone, a
+// cluster-scoped one's "-".
+func tenancyColumn(t *pbresource.Tenancy) string {
 	switch {
 	case t.GetNamespace() == "" && t.GetPartition() == "":
-		tenancy = "-"
+		return "-"
 	case t.GetNamespace() == "":
-		tenancy = t.GetPartition()
+		return t.GetPartition()
 	}
-	return strings.Join([]string{r.GetId().GetName(), tenancy, p.age(r), r.GetVersion(), statusSummary(r)}, "\t")
+	return resource.TenancyString(t)
 }
 
 // age is how long ago the resource was created: its Uid is a ULID made then.

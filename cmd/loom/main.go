@@ -5,6 +5,7 @@
 //	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
 //	loom apply -f FILE|DIR|-             create or update the resources in YAML or JSON files
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
+//	loom history|diff|trash|restore      see and undo changes (a Loom server's history)
 //	loom leader HTTP-ADDR...             show which server leads
 //	loom version                         print the version
 //	loom help                            show the commands
@@ -101,6 +102,10 @@ func commands() []command {
 		{"delete", "delete a resource, or those in files", runDelete},
 		{"watch", "watch resources of a type, printing each event", runWatch},
 		{"write", "write one resource as given (apply is usually better)", runWrite},
+		{"history", "list the kept versions of a resource, and what each changed", runHistory},
+		{"diff", "show what changed in a resource between two versions", runDiff},
+		{"trash", "list the deleted resources of a type kept in the trash", runTrash},
+		{"restore", "bring a deleted resource back, or roll a live one back", runRestore},
 		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},

@@ -328,6 +328,10 @@ func TestCommands(t *testing.T) {
 		{args: []string{"help", "frobnicate"}, wantCode: 2, wantErr: "unknown command"},
 		{args: []string{"version", "x"}, wantCode: 2, wantErr: "no arguments"},
 		{args: []string{"server"}, wantCode: 2, wantErr: "loom server -dev"},
+		{args: []string{"help"}, wantOut: "\n  restore    bring a deleted resource back, or roll a live one back\n"},
+		{args: []string{"help", "restore"}, wantOut: "-with-owned"},
+		{args: []string{"restore", "foo.v1.Bar", "x", "-expected-version", "1"}, wantCode: 2, wantErr: "-expected-version goes with -version"},
+		{args: []string{"diff", "foo.v1.Bar", "x", "1", "2", "3"}, wantCode: 2, wantErr: "want 2 to 4 argument(s)"},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
