@@ -19,7 +19,7 @@ import (
 )
 
 // The host serves the history service beside the ResourceService; with
-// -history-versions 0 the storage keeps no history, so it finds nothing.
+// -history-versions 0 it keeps no history and serves no history service.
 func TestHostServesHistory(t *testing.T) {
 	for _, backend := range historyBackends {
 		endpoints := startBackend(t, backend) // one etcd for the three hosts
@@ -47,6 +47,11 @@ func TestHostServesHistory(t *testing.T) {
 				_, err := client.Delete(t.Context(), &pbresource.DeleteRequest{Id: last.Id})
 				require.NoError(t, err)
 				history := pbhistoryv1.NewHistoryServiceClient(conn)
+				if tc.want == 0 {
+					_, err := history.ListRevisions(t.Context(), &pbhistoryv1.ListRevisionsRequest{Id: id})
+					require.Equal(t, codes.Unimplemented, status.Code(err), "history off: %v", err)
+					return
+				}
 				count := func() int {
 					revs, err := history.ListRevisions(t.Context(), &pbhistoryv1.ListRevisionsRequest{Id: id})
 					require.NoError(t, err)

@@ -326,7 +326,12 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	gs := grpc.NewServer(grpcOpts...)
 	svc.Register(gs)
-	history.New(svc).Register(gs)
+	if _, on := f.history.limits(); on {
+		// Off, the history service is not served at all: its clients get
+		// Unimplemented, as from a server that has none (Consul's), rather
+		// than an empty history they could take for the truth.
+		history.New(svc).Register(gs)
+	}
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	if f.reflection {
