@@ -46,14 +46,44 @@ type ownWrites struct {
 // end and wrote written: open, or, when the reconcile wrote versions the
 // cache has not applied yet, behind a gate until it has or the bound has
 // passed. It does not keep written.
-func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, written []writtenType) {
+func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, written []writtenType, gates *gates) {
 	if o.bound <= 0 || applied(written) {
 		o.q.DoneAt(item, end)
 		return
 	}
-	g := &gate{o: o, key: item.Key, deadline: end.Add(o.bound)}
+	g := gates.get()
+	g.o, g.key, g.deadline = o, item.Key, end.Add(o.bound)
 	g.written = append(g.inline[:0], written...)
 	o.q.DoneGated(item, end, g)
+}
+
+// gates are the gates of one worker, kept for reuse once the queue drops
+// them: a gate lives from a reconcile's end to the key's next add, most
+// often a few milliseconds, and the gates a worker made longest ago are
+// the first to be dropped. Only the worker touches it.
+type gates struct {
+	ring [64]*gate
+	head int // the oldest gate
+	n    int
+}
+
+// get returns the worker's oldest gate if the queue has dropped it, else a
+// new one, kept for reuse while the ring has room.
+func (gs *gates) get() *gate {
+	if gs.n > 0 {
+		if g := gs.ring[gs.head]; g.dropped.Load() {
+			g.dropped.Store(false)
+			gs.head = (gs.head + 1) % len(gs.ring)
+			gs.ring[(gs.head+gs.n-1)%len(gs.ring)] = g
+			return g
+		}
+	}
+	g := new(gate)
+	if gs.n < len(gs.ring) {
+		gs.ring[(gs.head+gs.n)%len(gs.ring)] = g
+		gs.n++
+	}
+	return g
 }
 
 // applied reports whether the cache holds every version in written: the
@@ -70,6 +100,7 @@ func applied(written []writtenType) bool {
 // gate is the queue.Gate of a key whose last reconcile wrote versions the
 // cache had not applied when it ended.
 type gate struct {
+	dropped  atomic.Bool // by the queue: the gate may be reused
 	o        *ownWrites
 	key      reconcile.RequestKey
 	deadline time.Time
@@ -89,6 +120,9 @@ func (g *gate) Open() bool {
 	g.o.timedOut(g.key)
 	return true
 }
+
+// Drop marks the gate free for its worker to reuse.
+func (g *gate) Drop() { g.dropped.Store(true) }
 
 // Wait starts a hold that wakes the key once the cache has applied what
 // the reconcile wrote, or at the deadline.

@@ -17,6 +17,11 @@ type Gate interface {
 	// calling nothing, when the gate has opened meanwhile. It must not call
 	// the queue. The queue calls it at most once per DoneGated.
 	Wait(wake func()) bool
+
+	// Drop tells the gate that the queue no longer refers to it and will
+	// not call it again (a started Wait still wakes the key), so that its
+	// owner may reuse it. It is called with the queue's lock held.
+	Drop()
 }
 
 // passGate reports whether it may go to a worker (or be released, when
@@ -27,12 +32,12 @@ func (q *Queue[K, V]) passGate(it *item[K, V]) bool {
 		return false
 	}
 	if it.gate.Open() {
-		it.gate = nil
+		q.dropGate(it)
 		return true
 	}
 	gen := it.gen
 	if !it.gate.Wait(func() { q.ungate(it, gen) }) {
-		it.gate = nil
+		q.dropGate(it)
 		return true
 	}
 	it.gateWaiting = true
@@ -47,7 +52,7 @@ func (q *Queue[K, V]) ungate(it *item[K, V], gen uint64) {
 	if it.gen != gen || !it.gateWaiting {
 		return // released meanwhile: the item may serve another key
 	}
-	it.gate, it.gateWaiting = nil, false
+	q.dropGate(it)
 	switch {
 	case it.processing || it.queued:
 	case q.shuttingDown:
@@ -71,4 +76,10 @@ func (q *Queue[K, V]) evict(it *item[K, V]) {
 		return
 	}
 	q.release(it)
+}
+
+// dropGate lets go of it's gate; the caller holds q.mu.
+func (q *Queue[K, V]) dropGate(it *item[K, V]) {
+	it.gate.Drop()
+	it.gate, it.gateWaiting = nil, false
 }

@@ -14,7 +14,10 @@ type testGate struct {
 	openOnce bool // Wait finds it open (it opened meanwhile)
 	waits    int
 	wake     func()
+	dropped  int
 }
+
+func (g *testGate) Drop() { g.dropped++ }
 
 func (g *testGate) Open() bool { return g.open }
 
@@ -61,6 +64,7 @@ func TestGateHoldsAKeyAddedWhileClosed(t *testing.T) {
 	assert.Equal(t, 3, got.Value, "the latest value wins")
 	q.Done(got)
 	assert.True(t, q.Idle())
+	assert.Equal(t, 1, g.dropped, "the queue lets go of the gate once")
 }
 
 func TestGateOpenWhenAddedCostsNoWait(t *testing.T) {
@@ -75,6 +79,7 @@ func TestGateOpenWhenAddedCostsNoWait(t *testing.T) {
 	q.Done(got)
 	q.Add("a", 3)
 	assert.Equal(t, 1, q.Len(), "an opened gate is dropped")
+	assert.Equal(t, 1, g.dropped)
 }
 
 func TestGateOnAKeyAddedWhileInProgress(t *testing.T) {
@@ -122,6 +127,7 @@ func TestEvictedGatedKeyKeepsItsGate(t *testing.T) {
 	require.Contains(t, q.items, "b")
 	g.release()
 	assert.NotContains(t, q.items, "b")
+	assert.Equal(t, 1, g.dropped)
 }
 
 func TestGateWakeAfterShutDown(t *testing.T) {
@@ -135,4 +141,5 @@ func TestGateWakeAfterShutDown(t *testing.T) {
 	_, ok := q.Get()
 	assert.False(t, ok)
 	g.wake() // a second wake is harmless
+	assert.Equal(t, 1, g.dropped)
 }

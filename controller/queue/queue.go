@@ -171,6 +171,9 @@ func (q *Queue[K, V]) release(it *item[K, V]) {
 		q.nParked--
 	}
 	delete(q.items, it.key)
+	if it.gate != nil {
+		it.gate.Drop()
+	}
 	*it = item[K, V]{gen: it.gen + 1}
 	if len(q.free) < 1024 {
 		q.free = append(q.free, it)
