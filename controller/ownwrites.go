@@ -5,26 +5,24 @@ package controller
 // cache has caught up with them" is one comparison per type written: the
 // version up to which the cache has applied the type (cache.Applied, fed
 // by the watches) against the newest version the reconcile wrote of
-// it. Until then the key stays in progress in the queue: the worker does
-// not hand it back (Done) but goes on with other keys, and the queue's
-// contract does the rest (no worker takes the key; a change that queues it
-// meanwhile reconciles it once it is handed back). A bound keeps a cache
-// that never catches up from holding a key for good.
+// it. The worker hands the key back to the queue at once, behind a gate
+// (queue.Gate) holding those versions, and goes on with other keys. The
+// queue asks the gate only when the key is added again; by then the cache
+// has most often applied the write that added it (the watch marks its
+// progress before it queues keys), and the key goes to a worker at once.
+// Otherwise the key waits, de-duplicated, until the cache catches up (see
+// holds.go). A bound keeps a cache that never catches up from holding a
+// key for good.
 
 import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/cache"
-	"github.com/loomrt/loom/controller/queue"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -157,248 +155,4 @@ func (r *writeRecorder) conflicted(err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conflict
-}
-
-// ownWrites holds back the keys of one run of a controller until the cache
-// has applied what their last reconcile wrote, or bound has passed.
-//
-// The watch that ends a hold's waits (hold.Applied) touches only the hold
-// and the queue: it hands the key back and marks the hold released. The
-// list of holds, which the timeouts need, is kept by the workers (which add
-// holds at its end and drop released ones from its start) and by the
-// timer, under mu, so the watch's goroutine and the workers share no lock
-// but the queue's.
-type ownWrites struct {
-	q        *workQueue
-	bound    time.Duration // 0: off
-	timeouts prometheus.Counter
-	logger   hclog.Logger
-
-	mu sync.Mutex
-	// first and last end the list of holds, in the order they began; all
-	// have the same bound, so that is about the order of their deadlines
-	// (workers that end reconciles at once may link theirs a little out of
-	// order, which delays a timeout by as much). Released holds stay in it
-	// until they reach its start.
-	first, last *hold
-	timer       *time.Timer // armed for the first waiting hold's deadline
-	armed       bool
-	stopped     bool
-	// free keeps released holds for new ones: most reconciles write, so
-	// most need one.
-	free []*hold
-}
-
-// The states of a hold. It starts waiting; whoever moves it on hands the
-// key back.
-const (
-	holdWaiting int32 = iota
-	holdReleased
-	holdTimedOut
-	holdStopped
-)
-
-// hold is one key held back until the cache has what its reconcile wrote.
-type hold struct {
-	o      *ownWrites
-	inline [2]cache.AppliedWait
-	// pending counts the waits not over, plus one while the hold is being
-	// set up; the one that brings it to zero releases the hold.
-	pending  atomic.Int32
-	state    atomic.Int32
-	item     queue.Item[reconcile.RequestKey, reconcile.Request]
-	end      time.Time // when the reconcile ended, for the queue's metrics
-	deadline time.Time
-	waits    []cache.AppliedWait // in inline, unless more types were written
-	next     *hold               // in the list; guarded by o.mu
-}
-
-// handBack hands item back to the queue after its reconcile, which ended at
-// end and wrote written: at once, or, when the reconcile wrote versions the
-// cache has not applied yet, once it has or the bound has passed. It does
-// not keep written.
-func (o *ownWrites) handBack(item queue.Item[reconcile.RequestKey, reconcile.Request], end time.Time, written []writtenType) {
-	if o.bound <= 0 || applied(written) {
-		o.q.DoneAt(item, end)
-		return
-	}
-	o.mu.Lock()
-	if o.stopped {
-		o.mu.Unlock()
-		o.q.DoneAt(item, end)
-		return
-	}
-	o.dropReleased()
-	h := o.newHold()
-	h.item, h.end, h.deadline = item, end, end.Add(o.bound)
-	if len(written) > len(h.inline) {
-		h.waits = make([]cache.AppliedWait, 0, len(written))
-	}
-	h.pending.Store(1) // until the waits are set up
-	for _, t := range written {
-		h.waits = h.waits[:len(h.waits)+1]
-		// Counted before it starts: it may end at once.
-		h.pending.Add(1)
-		if !t.applied.Wait(&h.waits[len(h.waits)-1], t.version, h) {
-			h.pending.Add(-1)
-		}
-	}
-	o.link(h)
-	o.mu.Unlock()
-	h.Applied(nil) // the set-up is over: release it if its waits are
-}
-
-// applied reports whether the cache holds every version in written: the
-// common case of a cache that is quick, checked without a lock.
-func applied(written []writtenType) bool {
-	for _, t := range written {
-		if t.applied.Version() < t.version {
-			return false
-		}
-	}
-	return true
-}
-
-// Applied is told by the cache that one of h's waits is over; the last one
-// releases the hold and hands the key back. (A hold that timed out or was
-// stopped first is left alone.)
-func (h *hold) Applied(*cache.AppliedWait) {
-	if h.pending.Add(-1) != 0 {
-		return
-	}
-	// Read before the release: once released, a worker may reuse h.
-	item, end := h.item, h.end
-	if h.state.CompareAndSwap(holdWaiting, holdReleased) {
-		h.o.q.DoneAt(item, end)
-	}
-}
-
-// cancel stops h's waits, and reports whether none of them is being told
-// it is over meanwhile, so that h may be reused.
-func (h *hold) cancel() bool {
-	idle := true
-	for i := range h.waits {
-		if !h.waits[i].Cancel() {
-			idle = false
-		}
-	}
-	return idle
-}
-
-// newHold returns a hold from the free list, or a new one; the caller
-// holds o.mu.
-func (o *ownWrites) newHold() *hold {
-	var h *hold
-	if n := len(o.free); n > 0 {
-		h, o.free = o.free[n-1], o.free[:n-1]
-		h.state.Store(holdWaiting)
-	} else {
-		h = &hold{o: o}
-	}
-	h.waits = h.inline[:0]
-	return h
-}
-
-// maxFreeHolds bounds the free list: a burst of holds is not kept for good.
-const maxFreeHolds = 1024
-
-// link puts h at the end of the list; the caller holds o.mu.
-func (o *ownWrites) link(h *hold) {
-	if o.last != nil {
-		o.last.next = h
-	} else {
-		o.first = h
-	}
-	o.last = h
-	o.arm(h.end)
-}
-
-// unlinkFirst takes the first hold out of the list; the caller holds o.mu.
-func (o *ownWrites) unlinkFirst() *hold {
-	h := o.first
-	o.first = h.next
-	if o.first == nil {
-		o.last = nil
-	}
-	h.next = nil
-	return h
-}
-
-// dropReleased takes the released holds at the start of the list out of it
-// and keeps them for reuse: once released, nothing refers to a hold (its
-// waits are over, and the watch that released it has read what it needed).
-// The caller holds o.mu.
-func (o *ownWrites) dropReleased() {
-	for o.first != nil && o.first.state.Load() == holdReleased {
-		h := o.unlinkFirst()
-		if len(o.free) < maxFreeHolds {
-			h.item, h.waits = queue.Item[reconcile.RequestKey, reconcile.Request]{}, nil
-			o.free = append(o.free, h)
-		}
-	}
-}
-
-// arm makes the timer fire at the first hold's deadline, unless it is
-// armed already (for an earlier one: expire re-arms it). The caller holds
-// o.mu.
-func (o *ownWrites) arm(now time.Time) {
-	if o.armed || o.stopped || o.first == nil {
-		return
-	}
-	o.armed = true
-	wait := o.first.deadline.Sub(now)
-	if o.timer == nil {
-		o.timer = time.AfterFunc(wait, o.expire)
-		return
-	}
-	o.timer.Reset(wait)
-}
-
-// expire hands back the keys whose bound has passed, counting each.
-func (o *ownWrites) expire() {
-	o.mu.Lock()
-	o.armed = false
-	now := time.Now()
-	var due []*hold
-	for o.first != nil {
-		o.dropReleased()
-		h := o.first
-		if h == nil || h.deadline.After(now) {
-			break
-		}
-		o.unlinkFirst()
-		if h.state.CompareAndSwap(holdWaiting, holdTimedOut) {
-			due = append(due, h)
-		}
-	}
-	o.arm(now)
-	o.mu.Unlock()
-	for _, h := range due {
-		h.cancel() // h is not reused: a wait of it may be ending meanwhile
-		o.timeouts.Inc()
-		o.logger.Debug("the cache has not caught up with what the last reconcile wrote; reconciling again anyway",
-			"request", h.item.Key.String(), "waited", o.bound)
-		o.q.DoneAt(h.item, h.end)
-	}
-}
-
-// stop hands back every key still held, once the workers have stopped.
-func (o *ownWrites) stop() {
-	o.mu.Lock()
-	o.stopped = true
-	if o.timer != nil {
-		o.timer.Stop()
-	}
-	var held []*hold
-	for o.first != nil {
-		if h := o.unlinkFirst(); h.state.CompareAndSwap(holdWaiting, holdStopped) {
-			held = append(held, h)
-		}
-	}
-	o.free = nil
-	o.mu.Unlock()
-	for _, h := range held {
-		h.cancel()
-		o.q.DoneAt(h.item, h.end)
-	}
 }

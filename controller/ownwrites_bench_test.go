@@ -60,6 +60,7 @@ func benchHoldCycle(b *testing.B, bound time.Duration, recorder bool) {
 	w.init(client, c)
 	req := &pbresource.WriteStatusRequest{Id: &pbresource.ID{Type: &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "K"}}}
 	ctx := context.Background()
+	var gs gates
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		q.Add(key, reconcile.Request{})
@@ -73,7 +74,7 @@ func benchHoldCycle(b *testing.B, bound time.Duration, recorder bool) {
 		} else {
 			written[0].version = uint64(i + 1)
 		}
-		o.handBack(item, time.Time{}, written)
+		o.handBack(item, time.Time{}, written, &gs)
 		applied.Mark(uint64(i + 1))
 	}
 	if !q.Idle() {

@@ -114,28 +114,30 @@ type wrapErr struct{ err error }
 func (w wrapErr) Error() string { return "wrapped: " + w.err.Error() }
 func (w wrapErr) Unwrap() error { return w.err }
 
-// TestHoldsUnderLoad races holds against the cache catching up and against
-// their bound, from several workers, reusing holds meanwhile: every key is
-// handed back, whether its wait ended or its bound passed (for some, which
-// are counted), and nothing races (run it with -race).
+// TestHoldsUnderLoad races gates and holds against the cache catching up
+// and against their bound, from several workers, reusing gates and holds
+// meanwhile: each key is reconciled, handed back behind a gate and added
+// again at once (as the event of its own write would add it, often before
+// the cache has applied that write); every key comes back for its second
+// round, whether its gate was open, its wait ended or its bound passed
+// (for some, which are counted), and nothing races (run it with -race).
 func TestHoldsUnderLoad(t *testing.T) {
 	typ := &pbresource.Type{Group: "g", GroupVersion: "v1", Kind: "K"}
 	c := cache.New()
 	require.NoError(t, c.AddType(typ))
 	applied, err := c.Applied(typ)
 	require.NoError(t, err)
-	work := &countingObserver{}
-	q := queue.New[reconcile.RequestKey, reconcile.Request](queue.Options{Metrics: &queue.Metrics{
-		Depth:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "d"}),
-		Adds:         prometheus.NewCounter(prometheus.CounterOpts{Name: "a"}),
-		QueueLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "l"}),
-		WorkDuration: work,
-		Retries:      prometheus.NewCounter(prometheus.CounterOpts{Name: "r"}),
-	}})
+	q := queue.New[reconcile.RequestKey, reconcile.Request](queue.Options{})
 	timeouts := prometheus.NewCounter(prometheus.CounterOpts{Name: "t"})
 	o := &ownWrites{q: q, bound: 2 * time.Millisecond, timeouts: timeouts, logger: hclog.NewNullLogger()}
 
-	const workers, perWorker, top = 4, 300, 3000
+	const workers, keys, top = 4, 1200, 3000
+	versions := make(map[reconcile.RequestKey]uint64, keys)
+	for i := 0; i < keys; i++ {
+		key := reconcile.RequestKey{Name: fmt.Sprintf("k-%d", i)}
+		versions[key] = uint64(1 + i*top/keys)
+		q.Add(key, reconcile.Request{})
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -147,25 +149,44 @@ func TestHoldsUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	for g := 0; g < workers; g++ {
+	var mu sync.Mutex
+	rounds := make(map[reconcile.RequestKey]int, keys)
+	var second atomic.Int64
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
-		go func(g int) {
+		go func() {
 			defer wg.Done()
-			for i := 0; i < perWorker; i++ {
-				key := reconcile.RequestKey{Name: fmt.Sprintf("k-%d-%d", g, i)}
-				q.Add(key, reconcile.Request{})
+			var gs gates
+			for {
 				item, ok := q.Get()
-				assert.True(t, ok)
-				written := []writtenType{{typ: typ, applied: applied, version: uint64(1 + (g*perWorker+i)*top/(workers*perWorker))}}
-				o.handBack(item, time.Now(), written)
+				if !ok {
+					return
+				}
+				mu.Lock()
+				rounds[item.Key]++
+				n := rounds[item.Key]
+				mu.Unlock()
+				if n > 1 {
+					q.Done(item)
+					second.Add(1)
+					continue
+				}
+				written := []writtenType{{typ: typ, applied: applied, version: versions[item.Key]}}
+				o.handBack(item, time.Now(), written, &gs)
+				q.Add(item.Key, reconcile.Request{})
 			}
-		}(g)
+		}()
 	}
+	require.Eventually(t, func() bool { return second.Load() == keys }, 10*time.Second, time.Millisecond,
+		"%d of %d keys came back", second.Load(), keys)
+	require.Eventually(t, q.Idle, 10*time.Second, time.Millisecond)
+	q.ShutDown()
 	wg.Wait()
-	// Every key comes back once: take it and finish it.
-	require.Eventually(t, func() bool { return work.n.Load() == workers*perWorker }, 10*time.Second, time.Millisecond,
-		"%d of %d keys handed back", work.n.Load(), workers*perWorker)
-	require.True(t, q.Idle())
+	mu.Lock()
+	for key, n := range rounds {
+		assert.Equal(t, 2, n, "%s reconciled %d times", key, n)
+	}
+	mu.Unlock()
 	assert.Positive(t, testutil.ToFloat64(timeouts), "some bounds passed")
 	o.stop()
 }

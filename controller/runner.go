@@ -165,6 +165,7 @@ type worker struct {
 	refused *refusals
 	own     *ownWrites
 	writes  writeRecorder // rt.Client
+	gates   gates
 }
 
 // run reconciles keys until the queue shuts down. A key goes back to the
@@ -182,7 +183,7 @@ func (w *worker) run(ctx context.Context) {
 			w.q.DoneAt(item, end) // stopping: nothing will be reconciled again
 			continue
 		}
-		w.own.handBack(item, end, written)
+		w.own.handBack(item, end, written, &w.gates)
 	}
 }
 

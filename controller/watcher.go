@@ -211,10 +211,10 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			if err != nil {
 				return true, err
 			}
+			markApplied(progress, resume)
 			if applied {
 				sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
 			}
-			markApplied(progress, resume)
 		case *pbresource.WatchEvent_Delete_:
 			res := e.Delete.GetResource()
 			if res.GetId() == nil {
@@ -235,10 +235,10 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 				return true, err
 			}
 			resume.advance(e.Delete.GetVersion())
+			markApplied(progress, resume)
 			if old != nil {
 				sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
 			}
-			markApplied(progress, resume)
 		case *pbresource.WatchEvent_Bookmark_:
 			current = true
 			resume.advance(e.Bookmark.GetVersion())
@@ -283,10 +283,10 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			}
 			snapshot = nil
 			current = true
+			markApplied(progress, resume)
 			for _, ev := range events {
 				sink(ev)
 			}
-			markApplied(progress, resume)
 			primed()
 		}
 	}
@@ -294,8 +294,9 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 
 // markApplied tells the cache that it holds the type's changes up to the
 // resume point, for the reconciles that wait to read their own writes
-// (cache.Applied). It comes after the change's sink, so that the keys a
-// change queues are queued before the waits it ends are over.
+// (cache.Applied). It comes before the change's sink, as soon as the cache
+// holds the change: a key the change queues whose last reconcile wrote it
+// then finds its gate open (see ownWrites), and goes to a worker at once.
 func markApplied(progress *cache.Applied, p *resumePoint) {
 	if p.n > 0 {
 		progress.Mark(p.n)

@@ -74,6 +74,11 @@ type item[K comparable, V any] struct {
 	delayAt  int64 // when a delayed add is due; 0 if none
 	delayVal V
 
+	// gate, when set, keeps the key from being handed out (see DoneGated);
+	// gateWaiting says its Wait is running.
+	gate        Gate
+	gateWaiting bool
+
 	gen uint64 // bumped when the item is recycled for another key
 }
 
@@ -166,6 +171,9 @@ func (q *Queue[K, V]) release(it *item[K, V]) {
 		q.nParked--
 	}
 	delete(q.items, it.key)
+	if it.gate != nil {
+		it.gate.Drop()
+	}
 	*it = item[K, V]{gen: it.gen + 1}
 	if len(q.free) < 1024 {
 		q.free = append(q.free, it)
@@ -186,7 +194,7 @@ func (q *Queue[K, V]) park(it *item[K, V]) {
 		// Nothing else is active after a burst: release everything, so
 		// that release makes items anew (see shrinkAfter).
 		q.unparkAll()
-		q.release(it)
+		q.evict(it)
 		return
 	}
 	if q.parkLen == parkSize {
@@ -196,7 +204,7 @@ func (q *Queue[K, V]) park(it *item[K, V]) {
 		q.parkHead = (slot + 1) % parkSize
 		q.parkLen--
 		if old.parked && old.parkSlot == int32(slot) {
-			q.release(old)
+			q.evict(old)
 		}
 	}
 	slot := (q.parkHead + q.parkLen) % parkSize
@@ -207,12 +215,12 @@ func (q *Queue[K, V]) park(it *item[K, V]) {
 	q.parkLen++
 }
 
-// unparkAll releases every parked item and empties the ring.
+// unparkAll evicts every parked item and empties the ring.
 func (q *Queue[K, V]) unparkAll() {
 	for i := 0; i < q.parkLen; i++ {
 		slot := (q.parkHead + i) % parkSize
 		if it := q.parked[slot]; it.parked && it.parkSlot == int32(slot) {
-			q.release(it)
+			q.evict(it)
 		}
 	}
 	q.parked = [parkSize]*item[K, V]{}
@@ -246,6 +254,9 @@ func (q *Queue[K, V]) markDirty(it *item[K, V], v V, now time.Time) {
 	}
 	if it.processing {
 		return // Done moves it to ready.
+	}
+	if it.gate != nil && !q.passGate(it) {
+		return // ungate moves it to ready.
 	}
 	q.push(it)
 }
@@ -404,6 +415,13 @@ func (q *Queue[K, V]) Done(got Item[K, V]) {
 // zero, is taken as the time the work ended, sparing the queue a second
 // reading.
 func (q *Queue[K, V]) DoneAt(got Item[K, V], now time.Time) {
+	q.DoneGated(got, now, nil)
+}
+
+// DoneGated is DoneAt that keeps the key from being handed out again until
+// gate opens (see Gate); a nil gate is DoneAt's. The key may be added
+// meanwhile as usual: it waits, de-duplicated, until the gate opens.
+func (q *Queue[K, V]) DoneGated(got Item[K, V], now time.Time, gate Gate) {
 	q.mu.Lock()
 	it := got.it
 	if it != nil && it.gen == got.gen && it.processing {
@@ -414,11 +432,14 @@ func (q *Queue[K, V]) DoneAt(got Item[K, V], now time.Time) {
 			}
 			q.metrics.WorkDuration.Observe(now.Sub(it.startedAt).Seconds())
 		}
+		it.gate = gate
 		switch {
-		case it.dirty && !q.shuttingDown:
-			q.push(it)
 		case q.shuttingDown:
 			q.release(it)
+		case it.dirty:
+			if gate == nil || q.passGate(it) {
+				q.push(it)
+			}
 		case it.idle():
 			q.park(it)
 		}
