@@ -60,22 +60,62 @@ func (q *Queue[K, V]) ungate(it *item[K, V], gen uint64) {
 	case it.dirty:
 		q.push(it)
 	case it.idle():
-		q.release(it) // evicted while gated (see evict)
+		q.park(it)
 	}
 }
 
-// evict releases an idle item (one parked longest, say), unless its gate is
-// closed: then the item, which would carry the gate to the key's next add,
-// stays until the gate opens, and ungate releases it.
+// evict releases an idle item (one parked longest, say), unless its gate
+// is closed: then the item, which carries the gate to the key's next add,
+// lingers in items until the gate opens (see sweepLingering). Most often
+// that add comes first, from the event of the write the gate waits for.
 func (q *Queue[K, V]) evict(it *item[K, V]) {
 	if it.parked {
 		it.parked = false
 		q.nParked--
 	}
-	if it.gate != nil && !q.passGate(it) {
+	if it.gate == nil || it.gate.Open() {
+		q.release(it)
 		return
 	}
-	q.release(it)
+	it.lingers = true
+	q.nLingering++
+	q.lingering = append(q.lingering, lingerer[K, V]{it: it, gen: it.gen})
+}
+
+// lingerer is an entry of Queue.lingering: it while its gen is gen.
+type lingerer[K comparable, V any] struct {
+	it  *item[K, V]
+	gen uint64
+}
+
+// maxLingering bounds the lingering items: past it, the oldest is released
+// with its gate still closed, and its key's next reconcile may read a cache
+// that lags its last writes (a conflict the controller retries).
+const maxLingering = 16 * parkSize
+
+// sweepLingering releases, from the oldest, the lingering items whose gate
+// has opened, and drops stale entries, up to the first item whose gate is
+// still closed (gates open in about the order of the evictions), or past
+// maxLingering. The caller holds q.mu.
+func (q *Queue[K, V]) sweepLingering() {
+	for q.lingerHead < len(q.lingering) {
+		e := q.lingering[q.lingerHead]
+		if e.it.gen == e.gen && e.it.lingers {
+			if q.nLingering <= maxLingering && !e.it.gate.Open() {
+				break
+			}
+			q.release(e.it)
+		}
+		q.lingering[q.lingerHead] = lingerer[K, V]{}
+		q.lingerHead++
+	}
+	if q.lingerHead == len(q.lingering) {
+		q.lingering, q.lingerHead = q.lingering[:0], 0
+	} else if q.lingerHead > len(q.lingering)/2 {
+		n := copy(q.lingering, q.lingering[q.lingerHead:])
+		clear(q.lingering[n:])
+		q.lingering, q.lingerHead = q.lingering[:n], 0
+	}
 }
 
 // dropGate lets go of it's gate; the caller holds q.mu.

@@ -108,26 +108,35 @@ func TestEvictedGatedKeyKeepsItsGate(t *testing.T) {
 	for k := 0; k < parkSize; k++ {
 		doneGated(t, q, fmt.Sprint("k", k), nil)
 	}
-	require.Equal(t, 1, g.waits, "evicting the key starts the wait its gate needs")
-	require.Contains(t, q.items, "a", "its item stays until the gate opens")
+	require.Contains(t, q.items, "a", "an evicted key lingers while its gate is closed")
+	assert.Zero(t, g.waits, "lingering costs no wait")
+	assert.True(t, q.Idle(), "a lingering key is idle")
 
 	q.Add("a", 2)
 	assert.Zero(t, q.Len(), "the gate still holds the key")
+	assert.Equal(t, 1, g.waits)
 	g.release()
 	assert.Equal(t, 1, q.Len())
 	got, _ := q.Get()
 	q.Done(got)
 
-	// Evicted and never added again: the item goes once the gate opens.
+	// Evicted and never added again: the item goes once the gate opens,
+	// when the queue next looks (another key going idle).
 	g = &testGate{}
 	doneGated(t, q, "b", g)
 	for k := 0; k < parkSize; k++ {
 		doneGated(t, q, fmt.Sprint("k", k), nil)
 	}
 	require.Contains(t, q.items, "b")
-	g.release()
+	doneGated(t, q, "c", nil)
+	require.Contains(t, q.items, "b", "a closed gate keeps it")
+	g.open = true
+	doneGated(t, q, "d", nil)
 	assert.NotContains(t, q.items, "b")
 	assert.Equal(t, 1, g.dropped)
+	assert.Zero(t, g.waits)
+	assert.Empty(t, q.lingering[q.lingerHead:])
+	assert.Zero(t, q.nLingering)
 }
 
 func TestGateWakeAfterShutDown(t *testing.T) {
@@ -142,4 +151,17 @@ func TestGateWakeAfterShutDown(t *testing.T) {
 	assert.False(t, ok)
 	g.wake() // a second wake is harmless
 	assert.Equal(t, 1, g.dropped)
+}
+
+func TestLingeringIsBounded(t *testing.T) {
+	q := New[string, int](Options{})
+	first := &testGate{}
+	doneGated(t, q, "g-first", first)
+	for k := 0; k < maxLingering+parkSize; k++ {
+		doneGated(t, q, fmt.Sprint("g", k), &testGate{})
+	}
+	doneGated(t, q, "last", nil)
+	assert.LessOrEqual(t, q.nLingering, maxLingering)
+	assert.NotContains(t, q.items, "g-first", "the oldest lingering key goes past the bound")
+	assert.Equal(t, 1, first.dropped)
 }

@@ -43,6 +43,14 @@ type Queue[K comparable, V any] struct {
 	parkLen  int // slots in use, live or stale
 	nParked  int
 
+	// lingering holds the idle items evicted from parked while their gate
+	// was closed (see evict), oldest first, from lingerHead on; entries of
+	// items re-added or recycled since are stale. nLingering counts the
+	// live ones.
+	lingering  []lingerer[K, V]
+	lingerHead int
+	nLingering int
+
 	// ready holds items waiting for a worker, in FIFO order, as a ring
 	// buffer: head indexes the oldest entry, n counts the live ones.
 	ready []*item[K, V]
@@ -66,6 +74,7 @@ type item[K comparable, V any] struct {
 	queued     bool  // sits in ready
 	processing bool  // a worker holds it
 	parked     bool  // idle, kept in items (see Queue.parked)
+	lingers    bool  // idle, kept in items behind a closed gate (see Queue.lingering)
 	parkSlot   int32 // its slot in Queue.parked while parked
 
 	addedAt   time.Time // when it became dirty (metrics only)
@@ -136,6 +145,10 @@ func (q *Queue[K, V]) lookup(key K) *item[K, V] {
 			it.parked = false // the caller makes it dirty or delayed
 			q.nParked--
 		}
+		if it.lingers {
+			it.lingers = false
+			q.nLingering--
+		}
 		return it
 	}
 	var it *item[K, V]
@@ -170,6 +183,9 @@ func (q *Queue[K, V]) release(it *item[K, V]) {
 	if it.parked {
 		q.nParked--
 	}
+	if it.lingers {
+		q.nLingering--
+	}
 	delete(q.items, it.key)
 	if it.gate != nil {
 		it.gate.Drop()
@@ -190,7 +206,8 @@ func (q *Queue[K, V]) park(it *item[K, V]) {
 	if it.parked {
 		return // parked already, and still idle
 	}
-	if len(q.items)-q.nParked == 1 && q.peak > shrinkAfter {
+	q.sweepLingering()
+	if len(q.items)-q.nParked-q.nLingering == 1 && q.peak > shrinkAfter {
 		// Nothing else is active after a burst: release everything, so
 		// that release makes items anew (see shrinkAfter).
 		q.unparkAll()
@@ -460,7 +477,7 @@ func (q *Queue[K, V]) Len() int {
 func (q *Queue[K, V]) Idle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items) == q.nParked
+	return len(q.items) == q.nParked+q.nLingering
 }
 
 // ShutDown stops the queue: later adds are dropped, delayed keys are
