@@ -44,10 +44,33 @@ type pruner struct {
 	names    map[string]int      // history prefixes of names: revisions counted
 	types    map[string]struct{} // trash prefixes of types
 	overflow bool                // a name was not queued
+
+	// floors are where pruneName reads a name's history from; only the
+	// goroutine of run touches them (see floor).
+	floors map[string]floor
 }
 
+// floor is a history key at or below every kept key of a name, so that
+// reading the name's history from it skips the keys pruned before: etcd
+// walks deleted keys in a range until it compacts them, and a name updated
+// often would otherwise make every pruning read longer than the last.
+// History keys end in the lifetime's Uid and the version's Generation,
+// ULIDs that grow with time, so a name's keys come in about the order they
+// were written; a key written out of that order (a server whose clock is
+// behind) below the floor would escape pruning, so every floorUses-th
+// pruning of a name reads it whole and starts afresh.
+type floor struct {
+	key  string
+	uses int
+}
+
+// floorUses is how many prunings of a name read from its floor before one
+// reads the name's history whole.
+const floorUses = 16
+
 func newPruner(b *Backend) *pruner {
-	return &pruner{b: b, wake: make(chan struct{}, 1), names: make(map[string]int), types: make(map[string]struct{})}
+	return &pruner{b: b, wake: make(chan struct{}, 1), names: make(map[string]int), types: make(map[string]struct{}),
+		floors: make(map[string]floor)}
 }
 
 // slack is how many revisions of a name the pruner counts before it
@@ -151,7 +174,13 @@ func (p *pruner) report(err error) {
 // KeepVersions.
 func (p *pruner) pruneName(ctx context.Context, prefix string) error {
 	keep := p.b.hist.KeepVersions
-	resp, err := p.b.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	from, f := prefix, p.floors[prefix]
+	if f.key != "" && f.uses < floorUses {
+		from = f.key
+	} else {
+		f = floor{}
+	}
+	resp, err := p.b.client.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend))
 	if err != nil || len(resp.Kvs) <= keep {
 		return err
@@ -160,7 +189,29 @@ func (p *pruner) pruneName(ctx context.Context, prefix string) error {
 	for _, kv := range resp.Kvs[keep:] {
 		ops = append(ops, clientv3.OpDelete(string(kv.Key)))
 	}
-	return p.commit(ctx, ops)
+	if err := p.commit(ctx, ops); err != nil {
+		return err
+	}
+	if keep > 0 {
+		low := string(resp.Kvs[0].Key)
+		for _, kv := range resp.Kvs[1:keep] {
+			low = min(low, string(kv.Key))
+		}
+		p.setFloor(prefix, floor{key: low, uses: f.uses + 1})
+	}
+	return nil
+}
+
+// setFloor records a name's floor, forgetting another name's when there
+// are pruneQueue of them.
+func (p *pruner) setFloor(prefix string, f floor) {
+	if _, ok := p.floors[prefix]; !ok && len(p.floors) >= pruneQueue {
+		for other := range p.floors {
+			delete(p.floors, other)
+			break
+		}
+	}
+	p.floors[prefix] = f
 }
 
 // commit applies ops in transactions of pruneBatch.
