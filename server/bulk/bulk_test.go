@@ -192,6 +192,7 @@ func TestReimportUnchanged(t *testing.T) {
 	rsp, err = bulk.SendImport(t.Context(), svc.Bulk, nil, res)
 	require.NoError(t, err)
 	require.Equal(t, [4]uint64{0, 0, 3, 0}, counts(rsp))
+	require.Equal(t, []pbbulkv1.Outcome{pbbulkv1.Outcome_OUTCOME_UNCHANGED, pbbulkv1.Outcome_OUTCOME_UNCHANGED, pbbulkv1.Outcome_OUTCOME_UNCHANGED}, rsp.Outcomes)
 	after := list(t, svc, widgetType)[0]
 	require.Equal(t, before.Version, after.Version)
 	require.Equal(t, "ctl/cleanup", after.Metadata[resource.FinalizerKey])
@@ -202,6 +203,7 @@ func TestReimportUnchanged(t *testing.T) {
 	rsp, err = bulk.SendImport(t.Context(), svc.Bulk, &pbbulkv1.ImportOptions{DryRun: true}, res)
 	require.NoError(t, err)
 	require.Equal(t, [4]uint64{0, 1, 2, 0}, counts(rsp))
+	require.Equal(t, pbbulkv1.Outcome_OUTCOME_UPDATED, rsp.Outcomes[2])
 	require.True(t, rsp.DryRun)
 	require.Equal(t, before.Version, list(t, svc, widgetType)[0].Version, "a dry run writes nothing")
 	rsp, err = bulk.SendImport(t.Context(), svc.Bulk, nil, res)

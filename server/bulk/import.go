@@ -330,14 +330,18 @@ func (imp *importer) response() *pbbulkv1.ImportResponse {
 	if rsp.Rejected > 0 {
 		return rsp
 	}
-	for _, it := range imp.items {
+	rsp.Outcomes = make([]pbbulkv1.Outcome, len(imp.items))
+	for i, it := range imp.items {
 		switch it.outcome {
 		case created:
 			rsp.Created++
+			rsp.Outcomes[i] = pbbulkv1.Outcome_OUTCOME_CREATED
 		case updated:
 			rsp.Updated++
+			rsp.Outcomes[i] = pbbulkv1.Outcome_OUTCOME_UPDATED
 		case unchanged:
 			rsp.Unchanged++
+			rsp.Outcomes[i] = pbbulkv1.Outcome_OUTCOME_UNCHANGED
 		}
 	}
 	return rsp

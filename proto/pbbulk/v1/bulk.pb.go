@@ -27,6 +27,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Outcome is what an Import did, or would do (dry run), with a resource.
+type Outcome int32
+
+const (
+	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
+	Outcome_OUTCOME_CREATED     Outcome = 1
+	Outcome_OUTCOME_UPDATED     Outcome = 2
+	Outcome_OUTCOME_UNCHANGED   Outcome = 3
+)
+
+// Enum value maps for Outcome.
+var (
+	Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_CREATED",
+		2: "OUTCOME_UPDATED",
+		3: "OUTCOME_UNCHANGED",
+	}
+	Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"OUTCOME_CREATED":     1,
+		"OUTCOME_UPDATED":     2,
+		"OUTCOME_UNCHANGED":   3,
+	}
+)
+
+func (x Outcome) Enum() *Outcome {
+	p := new(Outcome)
+	*p = x
+	return p
+}
+
+func (x Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_pbbulk_v1_bulk_proto_enumTypes[0].Descriptor()
+}
+
+func (Outcome) Type() protoreflect.EnumType {
+	return &file_pbbulk_v1_bulk_proto_enumTypes[0]
+}
+
+func (x Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Outcome.Descriptor instead.
+func (Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_pbbulk_v1_bulk_proto_rawDescGZIP(), []int{0}
+}
+
 // ImportOptions say how Import writes. They are read from the first
 // message of the stream; later messages must not set them.
 type ImportOptions struct {
@@ -235,7 +288,10 @@ type ImportResponse struct {
 	Rejections        []*Rejection           `protobuf:"bytes,5,rep,name=rejections,proto3" json:"rejections,omitempty"`
 	RejectionsOmitted uint64                 `protobuf:"varint,6,opt,name=rejections_omitted,json=rejectionsOmitted,proto3" json:"rejections_omitted,omitempty"`
 	// DryRun echoes the option: nothing was written.
-	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Outcomes holds the outcome of each resource, in the order of the
+	// stream, when none was rejected.
+	Outcomes      []Outcome `protobuf:"varint,8,rep,packed,name=outcomes,proto3,enum=loom.bulk.v1.Outcome" json:"outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +373,13 @@ func (x *ImportResponse) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *ImportResponse) GetOutcomes() []Outcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
 }
 
 // ExportRequest says which resources Export streams.
@@ -464,7 +527,7 @@ const file_pbbulk_v1_bulk_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12-\n" +
 	"\x02id\x18\x02 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\rR\x04code\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xff\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xb2\x02\n" +
 	"\x0eImportResponse\x12\x18\n" +
 	"\acreated\x18\x01 \x01(\x04R\acreated\x12\x18\n" +
 	"\aupdated\x18\x02 \x01(\x04R\aupdated\x12\x1c\n" +
@@ -474,7 +537,8 @@ const file_pbbulk_v1_bulk_proto_rawDesc = "" +
 	"rejections\x18\x05 \x03(\v2\x17.loom.bulk.v1.RejectionR\n" +
 	"rejections\x12-\n" +
 	"\x12rejections_omitted\x18\x06 \x01(\x04R\x11rejectionsOmitted\x12\x17\n" +
-	"\adry_run\x18\a \x01(\bR\x06dryRun\"\xc4\x01\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x121\n" +
+	"\boutcomes\x18\b \x03(\x0e2\x15.loom.bulk.v1.OutcomeR\boutcomes\"\xc4\x01\n" +
 	"\rExportRequest\x125\n" +
 	"\x05types\x18\x01 \x03(\v2\x1f.hashicorp.consul.resource.TypeR\x05types\x12<\n" +
 	"\atenancy\x18\x02 \x01(\v2\".hashicorp.consul.resource.TenancyR\atenancy\x12\x1f\n" +
@@ -484,7 +548,12 @@ const file_pbbulk_v1_bulk_proto_rawDesc = "" +
 	"chunk_size\x18\x04 \x01(\rR\tchunkSize\"m\n" +
 	"\x0eExportResponse\x12A\n" +
 	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion2\x9f\x01\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion*c\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fOUTCOME_CREATED\x10\x01\x12\x13\n" +
+	"\x0fOUTCOME_UPDATED\x10\x02\x12\x15\n" +
+	"\x11OUTCOME_UNCHANGED\x10\x032\x9f\x01\n" +
 	"\vBulkService\x12G\n" +
 	"\x06Import\x12\x1b.loom.bulk.v1.ImportRequest\x1a\x1c.loom.bulk.v1.ImportResponse\"\x00(\x01\x12G\n" +
 	"\x06Export\x12\x1b.loom.bulk.v1.ExportRequest\x1a\x1c.loom.bulk.v1.ExportResponse\"\x000\x01B1Z/github.com/loomrt/loom/proto/pbbulk/v1;pbbulkv1b\x06proto3"
@@ -501,36 +570,39 @@ func file_pbbulk_v1_bulk_proto_rawDescGZIP() []byte {
 	return file_pbbulk_v1_bulk_proto_rawDescData
 }
 
+var file_pbbulk_v1_bulk_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_pbbulk_v1_bulk_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_pbbulk_v1_bulk_proto_goTypes = []any{
-	(*ImportOptions)(nil),       // 0: loom.bulk.v1.ImportOptions
-	(*ImportRequest)(nil),       // 1: loom.bulk.v1.ImportRequest
-	(*Rejection)(nil),           // 2: loom.bulk.v1.Rejection
-	(*ImportResponse)(nil),      // 3: loom.bulk.v1.ImportResponse
-	(*ExportRequest)(nil),       // 4: loom.bulk.v1.ExportRequest
-	(*ExportResponse)(nil),      // 5: loom.bulk.v1.ExportResponse
-	(*pbresource.Resource)(nil), // 6: hashicorp.consul.resource.Resource
-	(*pbresource.ID)(nil),       // 7: hashicorp.consul.resource.ID
-	(*pbresource.Type)(nil),     // 8: hashicorp.consul.resource.Type
-	(*pbresource.Tenancy)(nil),  // 9: hashicorp.consul.resource.Tenancy
+	(Outcome)(0),                // 0: loom.bulk.v1.Outcome
+	(*ImportOptions)(nil),       // 1: loom.bulk.v1.ImportOptions
+	(*ImportRequest)(nil),       // 2: loom.bulk.v1.ImportRequest
+	(*Rejection)(nil),           // 3: loom.bulk.v1.Rejection
+	(*ImportResponse)(nil),      // 4: loom.bulk.v1.ImportResponse
+	(*ExportRequest)(nil),       // 5: loom.bulk.v1.ExportRequest
+	(*ExportResponse)(nil),      // 6: loom.bulk.v1.ExportResponse
+	(*pbresource.Resource)(nil), // 7: hashicorp.consul.resource.Resource
+	(*pbresource.ID)(nil),       // 8: hashicorp.consul.resource.ID
+	(*pbresource.Type)(nil),     // 9: hashicorp.consul.resource.Type
+	(*pbresource.Tenancy)(nil),  // 10: hashicorp.consul.resource.Tenancy
 }
 var file_pbbulk_v1_bulk_proto_depIdxs = []int32{
-	0, // 0: loom.bulk.v1.ImportRequest.options:type_name -> loom.bulk.v1.ImportOptions
-	6, // 1: loom.bulk.v1.ImportRequest.resources:type_name -> hashicorp.consul.resource.Resource
-	7, // 2: loom.bulk.v1.Rejection.id:type_name -> hashicorp.consul.resource.ID
-	2, // 3: loom.bulk.v1.ImportResponse.rejections:type_name -> loom.bulk.v1.Rejection
-	8, // 4: loom.bulk.v1.ExportRequest.types:type_name -> hashicorp.consul.resource.Type
-	9, // 5: loom.bulk.v1.ExportRequest.tenancy:type_name -> hashicorp.consul.resource.Tenancy
-	6, // 6: loom.bulk.v1.ExportResponse.resources:type_name -> hashicorp.consul.resource.Resource
-	1, // 7: loom.bulk.v1.BulkService.Import:input_type -> loom.bulk.v1.ImportRequest
-	4, // 8: loom.bulk.v1.BulkService.Export:input_type -> loom.bulk.v1.ExportRequest
-	3, // 9: loom.bulk.v1.BulkService.Import:output_type -> loom.bulk.v1.ImportResponse
-	5, // 10: loom.bulk.v1.BulkService.Export:output_type -> loom.bulk.v1.ExportResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	1,  // 0: loom.bulk.v1.ImportRequest.options:type_name -> loom.bulk.v1.ImportOptions
+	7,  // 1: loom.bulk.v1.ImportRequest.resources:type_name -> hashicorp.consul.resource.Resource
+	8,  // 2: loom.bulk.v1.Rejection.id:type_name -> hashicorp.consul.resource.ID
+	3,  // 3: loom.bulk.v1.ImportResponse.rejections:type_name -> loom.bulk.v1.Rejection
+	0,  // 4: loom.bulk.v1.ImportResponse.outcomes:type_name -> loom.bulk.v1.Outcome
+	9,  // 5: loom.bulk.v1.ExportRequest.types:type_name -> hashicorp.consul.resource.Type
+	10, // 6: loom.bulk.v1.ExportRequest.tenancy:type_name -> hashicorp.consul.resource.Tenancy
+	7,  // 7: loom.bulk.v1.ExportResponse.resources:type_name -> hashicorp.consul.resource.Resource
+	2,  // 8: loom.bulk.v1.BulkService.Import:input_type -> loom.bulk.v1.ImportRequest
+	5,  // 9: loom.bulk.v1.BulkService.Export:input_type -> loom.bulk.v1.ExportRequest
+	4,  // 10: loom.bulk.v1.BulkService.Import:output_type -> loom.bulk.v1.ImportResponse
+	6,  // 11: loom.bulk.v1.BulkService.Export:output_type -> loom.bulk.v1.ExportResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_pbbulk_v1_bulk_proto_init() }
@@ -543,13 +615,14 @@ func file_pbbulk_v1_bulk_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pbbulk_v1_bulk_proto_rawDesc), len(file_pbbulk_v1_bulk_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_pbbulk_v1_bulk_proto_goTypes,
 		DependencyIndexes: file_pbbulk_v1_bulk_proto_depIdxs,
+		EnumInfos:         file_pbbulk_v1_bulk_proto_enumTypes,
 		MessageInfos:      file_pbbulk_v1_bulk_proto_msgTypes,
 	}.Build()
 	File_pbbulk_v1_bulk_proto = out.File
