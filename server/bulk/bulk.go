@@ -69,7 +69,7 @@ var DefaultLimits = Limits{
 	MaxItems:      500_000,
 	MaxBytes:      256 << 20,
 	MaxRejections: 100,
-	Workers:       16,
+	Workers:       64,
 }
 
 // Service implements pbbulkv1.BulkServiceServer.

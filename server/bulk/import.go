@@ -47,7 +47,18 @@ type importer struct {
 	items    []*item
 	byName   map[nameKey]int
 	preserve bool
+	// listed holds what is stored of the types the import has many
+	// resources of (see prefetch), read in one listing each.
+	listed map[storage.UnversionedType]map[nameKey]*pbresource.Resource
 }
+
+// Prefetching: a type the import has at least prefetchMin resources of is
+// listed once, rather than read once per resource, unless it holds more
+// than prefetchRatio times as many.
+const (
+	prefetchMin   = 64
+	prefetchRatio = 4
+)
 
 // Import implements pbbulkv1.BulkServiceServer.
 func (s *Service) Import(stream grpc.ClientStreamingServer[pbbulkv1.ImportRequest, pbbulkv1.ImportResponse]) error {
@@ -137,6 +148,7 @@ func (imp *importer) forEach(ctx context.Context, items []*item, f func(*item)) 
 
 // check checks every item, setting its err when it is rejected.
 func (imp *importer) check(ctx context.Context) {
+	imp.prefetch(ctx)
 	imp.forEach(ctx, imp.items, func(it *item) { it.err = imp.checkOne(ctx, it) })
 	if err := ctx.Err(); err != nil {
 		for _, it := range imp.items {
@@ -169,8 +181,9 @@ func (imp *importer) checkOne(ctx context.Context, it *item) error {
 	} else {
 		checked.Status = nil // the controllers', as apply leaves it
 	}
-	it.stored, err = srv.ReadStored(ctx, storage.EventualConsistency, checked.Id)
-	if err != nil {
+	if listed, ok := imp.listed[storage.UnversionedTypeFrom(checked.Id.Type)]; ok {
+		it.stored = listed[nameOf(checked.Id)]
+	} else if it.stored, err = srv.ReadStored(ctx, storage.EventualConsistency, checked.Id); err != nil {
 		return storageStatus(err)
 	}
 	if it.stored != nil && it.stored.Id.Type.GroupVersion != checked.Id.Type.GroupVersion {
@@ -182,6 +195,48 @@ func (imp *importer) checkOne(ctx context.Context, it *item) error {
 		return it.classifyPreserved()
 	}
 	return it.classify()
+}
+
+// prefetch lists the types the import has many resources of (see
+// prefetchMin), as an eventually consistent read would read them. A type
+// that holds many more than the import is left to reads one by one, and so
+// is any whose listing fails.
+func (imp *importer) prefetch(ctx context.Context) {
+	pl, ok := imp.s.srv.Backend().(storage.PagedLister)
+	if !ok {
+		return
+	}
+	count := map[storage.UnversionedType]int{}
+	for _, it := range imp.items {
+		count[storage.UnversionedTypeFrom(it.in.GetId().GetType())]++
+	}
+	imp.listed = map[storage.UnversionedType]map[nameKey]*pbresource.Resource{}
+	all := &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard}
+	for typ, n := range count {
+		if n < prefetchMin {
+			continue
+		}
+		listed := make(map[nameKey]*pbresource.Resource, n)
+		req := storage.PageRequest{Limit: exportPage}
+		for {
+			page, err := pl.ListPage(ctx, typ, all, "", req)
+			if err != nil || len(listed)+len(page.Resources) > prefetchRatio*n {
+				listed = nil
+				break
+			}
+			for _, r := range page.Resources {
+				listed[nameOf(r.Id)] = r
+			}
+			if !page.More {
+				break
+			}
+			last := page.Last
+			req.Version, req.After = page.Version, &last
+		}
+		if listed != nil {
+			imp.listed[typ] = listed
+		}
+	}
 }
 
 // checkNames rejects a second resource of a name.
