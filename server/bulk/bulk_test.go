@@ -360,3 +360,27 @@ func TestExport(t *testing.T) {
 	_, _, err = bulk.ReceiveExport(ctx, svc.Bulk, &pbbulkv1.ExportRequest{Types: []*pbresource.Type{{Group: "no", GroupVersion: "v1", Kind: "Such"}}})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 }
+
+// An import with many resources of a type reads what is stored of it in
+// one listing (or one by one, when the type holds many more): either way
+// it finds what is stored.
+func TestImportManyOfAType(t *testing.T) {
+	for _, stored := range []int{100, 1000} { // listed; read one by one
+		t.Run(fmt.Sprint(stored), func(t *testing.T) {
+			svc := start(t)
+			var all []*pbresource.Resource
+			for i := range stored {
+				all = append(all, widget(t, fmt.Sprintf("w%04d", i), "z"))
+			}
+			rsp, err := bulk.SendImport(t.Context(), svc.Bulk, nil, all)
+			require.NoError(t, err)
+			require.EqualValues(t, stored, rsp.Created)
+
+			some := append([]*pbresource.Resource{}, all[:99]...)
+			some = append(some, widget(t, "w0099", "changed"), widget(t, "new", "z"))
+			rsp, err = bulk.SendImport(t.Context(), svc.Bulk, nil, some)
+			require.NoError(t, err)
+			require.Equal(t, [4]uint64{1, 1, 99, 0}, counts(rsp))
+		})
+	}
+}
