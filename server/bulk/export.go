@@ -36,13 +36,13 @@ func (s *Service) Export(req *pbbulkv1.ExportRequest, stream grpc.ServerStreamin
 	if err != nil {
 		return s.srv.Fail(method, nil, err)
 	}
-	regs, tenancy, err := s.exportTypes(req)
+	listings, err := s.exportTypes(req)
 	if err != nil {
 		return s.srv.Fail(method, nil, err)
 	}
 	ex := &exporter{s: s, authz: authz, stream: stream, withStatus: req.WithStatus, chunkSize: chunkSize(req.ChunkSize)}
-	for _, reg := range regs {
-		if err := ex.exportType(ctx, reg, tenancy); err != nil {
+	for _, l := range listings {
+		if err := ex.exportType(ctx, l.reg, l.tenancy); err != nil {
 			return s.srv.Fail(method, nil, err)
 		}
 	}
@@ -62,10 +62,17 @@ func chunkSize(n uint32) int {
 	return int(n)
 }
 
-// exportTypes returns the registrations of the types req names (every
+// listing is one type of an export and the tenancy it is listed in.
+type listing struct {
+	reg     resource.Registered
+	tenancy *pbresource.Tenancy
+}
+
+// exportTypes returns the listings of the types req names (every
 // registered type but Tombstones when it names none), one per Group and
-// Kind, and the tenancy to list them in, empty units made wildcards.
-func (s *Service) exportTypes(req *pbbulkv1.ExportRequest) ([]resource.Registered, *pbresource.Tenancy, error) {
+// Kind, in req's tenancy with empty units made wildcards, normalized for
+// each type's scope.
+func (s *Service) exportTypes(req *pbbulkv1.ExportRequest) ([]listing, error) {
 	t := req.GetTenancy()
 	tenancy := &pbresource.Tenancy{Partition: t.GetPartition(), Namespace: t.GetNamespace()}
 	if tenancy.Partition == "" {
@@ -83,20 +90,20 @@ func (s *Service) exportTypes(req *pbbulkv1.ExportRequest) ([]resource.Registere
 		}
 	}
 	seen := map[[2]string]bool{}
-	var regs []resource.Registered
+	var out []listing
 	for _, typ := range types {
 		k := [2]string{typ.GetGroup(), typ.GetKind()}
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
-		reg, _, err := s.srv.CheckListing(typ, tenancy)
+		reg, t, err := s.srv.CheckListing(typ, tenancy)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		regs = append(regs, reg)
+		out = append(out, listing{reg: reg, tenancy: t})
 	}
-	return regs, tenancy, nil
+	return out, nil
 }
 
 // exporter is one Export under way.
