@@ -237,7 +237,7 @@ func TestCapabilities(t *testing.T) {
 		"an Authorizer that does not answer for capabilities grants none")
 
 	for name, c := range map[string]struct{ rule, want string }{
-		"unknown":       {"{capability: admin}", `acl.yaml:5: token "a", rule 1: capability "admin" is not fence or reflection`},
+		"unknown":       {"{capability: admin}", `acl.yaml:5: token "a", rule 1: capability "admin" is not fence, reflection or restore`},
 		"with a type":   {"{capability: fence, type: a.b.c}", `rule 1: a capability rule has no type, partition, namespace or access`},
 		"with access":   {"{capability: fence, access: write}", `a capability rule has no type`},
 		"neither":       {"{partition: '*'}", `type is required (a group.version.kind pattern, e.g. "foo.*.Bar"), or a capability (fence or reflection)`},

@@ -44,7 +44,10 @@
 // holding an etcd leader lease do; a write that carries one without it is
 // PermissionDenied. "reflection" lets it use gRPC server reflection
 // (grpcurl list, describe), which is Unauthenticated without a token and
-// PermissionDenied without the capability. Calls made in process by a
+// PermissionDenied without the capability. "restore" lets it import
+// resources as exported (loom import -preserve: the Uids, owners, finalizers
+// and statuses given), which is PermissionDenied without it, whatever
+// access the token has. Calls made in process by a
 // host's own controllers need neither.
 //
 // Callers present their token in the x-consul-token gRPC metadata, which is

@@ -36,6 +36,7 @@ type ruleSpec struct {
 var capabilities = map[string]resource.Capability{
 	resource.CapabilityFence.String():      resource.CapabilityFence,
 	resource.CapabilityReflection.String(): resource.CapabilityReflection,
+	resource.CapabilityRestore.String():    resource.CapabilityRestore,
 }
 
 // Parse parses an ACL file's content; name (the file's path) starts every
@@ -110,7 +111,7 @@ func (t *token) addCapability(rs ruleSpec) error {
 	}
 	c, ok := capabilities[rs.Capability]
 	if !ok {
-		return fmt.Errorf("capability %s is not %s or %s", resource.Quote(rs.Capability), resource.CapabilityFence, resource.CapabilityReflection)
+		return fmt.Errorf("capability %s is not %s, %s or %s", resource.Quote(rs.Capability), resource.CapabilityFence, resource.CapabilityReflection, resource.CapabilityRestore)
 	}
 	t.capabilities |= 1 << c
 	return nil

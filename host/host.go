@@ -66,6 +66,7 @@ import (
 	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/bulk"
 	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage"
@@ -332,6 +333,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		// than an empty history they could take for the truth.
 		history.New(svc).Register(gs)
 	}
+	bulk.New(svc, bulk.DefaultLimits).Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	if f.reflection {

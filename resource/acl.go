@@ -77,6 +77,11 @@ const (
 	CapabilityFence Capability = iota + 1
 	// CapabilityReflection is using gRPC server reflection.
 	CapabilityReflection
+	// CapabilityRestore is importing resources as they were exported
+	// (loom.bulk.v1 Import with preserve): with the Uids, owner
+	// references, finalizers, deletion marks and statuses given, which no
+	// Write may set.
+	CapabilityRestore
 )
 
 // String names the capability as an ACL file does.
@@ -86,6 +91,8 @@ func (c Capability) String() string {
 		return "fence"
 	case CapabilityReflection:
 		return "reflection"
+	case CapabilityRestore:
+		return "restore"
 	}
 	return fmt.Sprintf("Capability(%d)", int(c))
 }

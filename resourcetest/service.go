@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/controller"
+	pbbulkv1 "github.com/loomrt/loom/proto/pbbulk/v1"
 	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/bulk"
 	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage/inmem"
@@ -27,6 +29,10 @@ type Service struct {
 	// History talks to the history service (package server/history) on
 	// the same connection as Client, with OverGRPC; nil otherwise.
 	History pbhistoryv1.HistoryServiceClient
+	// Bulk talks to the bulk import and export service (package
+	// server/bulk) on the same connection as Client, with OverGRPC; nil
+	// otherwise.
+	Bulk pbbulkv1.BulkServiceClient
 	// Server is the service itself.
 	Server *server.Server
 	// Backend is the in-memory store behind it.
@@ -72,7 +78,7 @@ func WithACLResolver(resolve func(ctx context.Context) (resource.Authorizer, err
 
 // OverGRPC makes Client a real gRPC client (over an in-memory listener), so
 // messages are marshalled as they would be over the network, and serves
-// the history service beside it (Service.History).
+// the history and bulk services beside it (Service.History, Service.Bulk).
 func OverGRPC() ServiceOption {
 	return func(c *serviceConfig) { c.overGRPC = true }
 }
@@ -118,7 +124,10 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	if !cfg.overGRPC {
 		svc.Client = server.NewInProcessClient(srv)
 	} else {
-		svc.Client, svc.History = startGRPC(t, srv)
+		conn := startGRPC(t, srv)
+		svc.Client = pbresource.NewResourceServiceClient(conn)
+		svc.History = pbhistoryv1.NewHistoryServiceClient(conn)
+		svc.Bulk = pbbulkv1.NewBulkServiceClient(conn)
 	}
 	if cfg.consulLike {
 		svc.Client = newConsulClient(svc.Client, cfg.consulStale)
@@ -129,14 +138,15 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	return svc
 }
 
-// startGRPC serves srv and its history service over an in-memory listener
-// and returns gRPC clients for them; all stop when the test ends.
-func startGRPC(t T, srv *server.Server) (pbresource.ResourceServiceClient, pbhistoryv1.HistoryServiceClient) {
+// startGRPC serves srv and its history and bulk services over an in-memory
+// listener and returns a connection to them; all stop when the test ends.
+func startGRPC(t T, srv *server.Server) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)
 	history.New(srv).Register(gs)
+	bulk.New(srv, bulk.DefaultLimits).Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -149,5 +159,5 @@ func startGRPC(t T, srv *server.Server) (pbresource.ResourceServiceClient, pbhis
 		_ = conn.Close()
 		gs.Stop()
 	})
-	return pbresource.NewResourceServiceClient(conn), pbhistoryv1.NewHistoryServiceClient(conn)
+	return conn
 }

@@ -28,19 +28,9 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 		return nil, s.fail("MutateAndValidate", req.GetResource().GetId(), err)
 	}
 	res := new(pbresource.Resource)
-	reg, data, err := s.prepare(req.GetResource(), res)
+	reg, _, err := s.checkWrite(authz, req.GetResource(), res)
 	if err != nil {
 		return nil, s.fail("MutateAndValidate", req.GetResource().GetId(), err)
-	}
-	// The limits a Write would check against nothing stored yet.
-	if err := s.limits.checkMetadata(res.Metadata, nil); err != nil {
-		return nil, s.fail("MutateAndValidate", res.Id, err)
-	}
-	if err := s.limits.checkSize(res, nil, ""); err != nil {
-		return nil, s.fail("MutateAndValidate", res.Id, err)
-	}
-	if err := aclError(reg.AuthorizeWrite(authz, res, data)); err != nil {
-		return nil, s.fail("MutateAndValidate", res.Id, err)
 	}
 	stored, err := s.readStored(ctx, storage.EventualConsistency, res.Id)
 	if err != nil {
@@ -52,6 +42,24 @@ func (s *Server) MutateAndValidate(ctx context.Context, req *pbresource.MutateAn
 		}
 	}
 	return &pbresource.MutateAndValidateResponse{Resource: res}, nil
+}
+
+// checkWrite runs the checks of in that need neither the stored resource
+// nor the request's context: prepare, the limits against nothing stored
+// and the write ACL of authz. res, which must be new, becomes the
+// server's copy of in (see prepare).
+func (s *Server) checkWrite(authz resource.Authorizer, in, res *pbresource.Resource) (resource.Registered, proto.Message, error) {
+	reg, data, err := s.prepare(in, res)
+	if err != nil {
+		return reg, nil, err
+	}
+	if err := s.limits.checkMetadata(res.Metadata, nil); err != nil {
+		return reg, nil, err
+	}
+	if err := s.limits.checkSize(res, nil, ""); err != nil {
+		return reg, nil, err
+	}
+	return reg, data, aclError(reg.AuthorizeWrite(authz, res, data))
 }
 
 // prepare validates the resource of a Write as far as it can without

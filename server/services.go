@@ -6,6 +6,8 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // What Loom's other services (the history service, server/history) share
@@ -63,4 +65,53 @@ func StorageStatus(err error) error { return storageError(err) }
 // (at debug level, a fenced write as a warning), and returns err.
 func (s *Server) Fail(method string, id *pbresource.ID, err error) error {
 	return s.fail(method, id, err)
+}
+
+// CheckWrite runs the checks a Write makes of in before it reads the
+// stored resource, as MutateAndValidate does: ID, tenancy, data, owner
+// format, the limits on metadata and size (against nothing stored), the
+// type's Mutate and Validate hooks, and the type's write ACL for authz. It
+// returns the type's registration, the server's copy of in as the hooks
+// left it (in is not changed; the copy shares what they did not change)
+// and its decoded data. Errors are statuses naming the field.
+func (s *Server) CheckWrite(authz resource.Authorizer, in *pbresource.Resource) (resource.Registered, *pbresource.Resource, proto.Message, error) {
+	res := new(pbresource.Resource)
+	reg, data, err := s.checkWrite(authz, in, res)
+	return reg, res, data, err
+}
+
+// AuthorizeWriteAsStored checks, as a Write does, that authz may write
+// stored, a resource stored under the name of a write of reg's type in
+// another GroupVersion, as the type it is stored as.
+func (s *Server) AuthorizeWriteAsStored(authz resource.Authorizer, reg resource.Registered, stored *pbresource.Resource) error {
+	return s.authorizeWriteAsStored(authz, reg, stored)
+}
+
+// ReadStored reads the resource stored under id's name in whatever
+// GroupVersion, and with whatever Uid, it is stored; nil, nil when there is
+// none. Errors are the backend's.
+func (s *Server) ReadStored(ctx context.Context, consistency storage.ReadConsistency, id *pbresource.ID) (*pbresource.Resource, error) {
+	return s.readStored(ctx, consistency, &pbresource.ID{Type: id.Type, Tenancy: id.Tenancy, Name: id.Name})
+}
+
+// WriteContext returns ctx as a Write by authz's caller passes it to the
+// backend: fenced as the request's metadata asks (resource.FenceMetadataKey)
+// and naming the caller to the history (storage.Change). Errors are
+// statuses.
+func (s *Server) WriteContext(ctx context.Context, authz resource.Authorizer) (context.Context, error) {
+	ctx, err := s.withFence(ctx, authz)
+	if err != nil {
+		return nil, err
+	}
+	return withChange(ctx, authz), nil
+}
+
+// SameData reports whether the Data fields a, decoded as aMsg, and b hold
+// equal messages, as a Write decides it changes nothing.
+func SameData(a *anypb.Any, aMsg proto.Message, b *anypb.Any) bool { return sameData(a, aMsg, b) }
+
+// WriteStatusError maps the error of a backend write of res to the status
+// a Write answers with (storage.ErrTooLarge as the size limit's error).
+func WriteStatusError(res *pbresource.Resource, err error) error {
+	return writeError(true, res, "", err)
 }

@@ -32,7 +32,10 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"not written (\"unchanged\"), on Consul too.\n" +
 			"Finalizers that controllers added are kept unless the file sets \"finalizers\"; the\n" +
 			"status is the controllers' (a status in the file is ignored). A version in the file\n" +
-			"makes the write conditional on it (compare-and-swap).",
+			"makes the write conditional on it (compare-and-swap).\n" +
+			"With 20 or more resources (and neither -dry-run nor -o), a Loom server gets them in one\n" +
+			"bulk import, which it checks as a whole and writes many at a time (import's path); a\n" +
+			"server without it (Consul) gets them one Write at a time.",
 		example: "loom apply -f bar.yaml\n" +
 			"loom apply -f ./resources/ -dry-run -o yaml\n" +
 			"cat bars.yaml | loom apply -f -",
@@ -83,6 +86,12 @@ func applyDocuments(ctx context.Context, s *session, docs []document, dryRun boo
 	}
 	if withStatus > 0 {
 		fmt.Fprintf(s.stderr, "loom: the status of %d resource(s) is ignored: controllers write it\n", withStatus)
+	}
+	if !dryRun && format == "" && len(docs) >= bulkApplyMin {
+		if done, err := applyBulk(ctx, s, docs, stdout); done {
+			return err
+		}
+		// A server without the bulk service (Consul): one at a time.
 	}
 	checked, err := validateAll(ctx, s.client, docs)
 	if status.Code(err) == codes.Unimplemented {

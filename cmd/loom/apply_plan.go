@@ -18,8 +18,8 @@ import (
 	"github.com/loomrt/loom/resource"
 )
 
-// Until the server has a bulk write, apply writes one resource at a time.
-// So that a file is not written in part, everything apply can check before
+// Without the bulk service (a Consul server, few documents, -dry-run or -o),
+// apply writes one resource at a time. So that a file is not written in part, everything apply can check before
 // the first write is checked: each resource by the server's hooks
 // (validateAll), and against what is stored (planApply): its uid and
 // version when the file gives them, and its owner, which must exist, or be

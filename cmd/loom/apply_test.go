@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,15 +13,19 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
+	pbbulkv1 "github.com/loomrt/loom/proto/pbbulk/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests run apply in the test process against the in-memory
@@ -58,6 +64,7 @@ type applyTester struct {
 	t      *testing.T
 	svc    *resourcetest.Service
 	client *countingClient
+	bulk   pbbulkv1.BulkServiceClient // nil: none
 }
 
 func newApplyTester(t *testing.T, consulWrites bool) *applyTester {
@@ -75,7 +82,7 @@ func (a *applyTester) apply(yaml string) (string, int32, error) {
 		a.t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	s := &session{client: a.client, types: types, stderr: &stderr}
+	s := &session{client: a.client, bulk: a.bulk, types: types, stderr: &stderr}
 	before := a.client.writes.Load()
 	err = applyDocuments(context.Background(), s, docs, false, "", &stdout)
 	return stdout.String(), a.client.writes.Load() - before, err
@@ -219,4 +226,52 @@ func TestSameDataDecodes(t *testing.T) {
 	if sameData(canonical, changed, types) {
 		t.Error("different data is the same")
 	}
+}
+
+// Many documents go to a Loom server in one bulk import (no Write), and
+// one Write at a time to a server without the bulk service; both print
+// the same.
+func TestApplyBulkPath(t *testing.T) {
+	var file strings.Builder
+	var want strings.Builder
+	for i := range bulkApplyMin {
+		name := fmt.Sprintf("z%02d", i)
+		file.WriteString("id: {type: foo.v1.Zip, name: " + name + ", tenancy: {partition: default}}\n" +
+			"data: {'@type': type.googleapis.com/loom.example.foo.v1.Zip, zap: z}\n---\n")
+		fmt.Fprintf(&want, "foo.v1.Zip/default./%s %%s\n", name)
+	}
+	for _, withBulk := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bulk=%v", withBulk), func(t *testing.T) {
+			svc := resourcetest.StartService(t, resourcetest.WithTypes(foo.RegisterTypes), resourcetest.OverGRPC())
+			a := &applyTester{t: t, svc: svc, client: &countingClient{ResourceServiceClient: svc.Client}, bulk: svc.Bulk}
+			wantWrites := int32(0)
+			if !withBulk {
+				a.bulk = withoutBulk(t, svc)
+				wantWrites = bulkApplyMin
+			}
+			out, writes, err := a.apply(file.String())
+			require.NoError(t, err)
+			require.Equal(t, strings.ReplaceAll(want.String(), "%s", "created"), out)
+			require.Equal(t, wantWrites, writes)
+			out, writes, err = a.apply(file.String())
+			require.NoError(t, err)
+			require.Equal(t, strings.ReplaceAll(want.String(), "%s", "unchanged"), out)
+			require.Zero(t, writes)
+		})
+	}
+}
+
+// withoutBulk returns a bulk client of a gRPC server that serves svc's
+// ResourceService only, as Consul does: every call is Unimplemented.
+func withoutBulk(t *testing.T, svc *resourcetest.Service) pbbulkv1.BulkServiceClient {
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	svc.Server.Register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(); gs.Stop() })
+	return pbbulkv1.NewBulkServiceClient(conn)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/loomrt/loom/certs"
 	"github.com/loomrt/loom/dial"
 	"github.com/loomrt/loom/host"
+	pbbulkv1 "github.com/loomrt/loom/proto/pbbulk/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -162,8 +163,12 @@ func (c *clientFlags) id(typeArg, name string) (*pbresource.ID, error) {
 type session struct {
 	conn   *grpc.ClientConn
 	client pbresource.ResourceServiceClient
-	types  *typeResolver
-	stderr io.Writer
+	// bulk is Loom's bulk service on the same connection; nil for none.
+	bulk pbbulkv1.BulkServiceClient
+	// timeout bounds one request (a bulk stream as a whole); 0: none.
+	timeout time.Duration
+	types   *typeResolver
+	stderr  io.Writer
 }
 
 func (s *session) Close() { s.conn.Close() }
@@ -207,7 +212,8 @@ func (c *clientFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 		conn.Close()
 		return nil, err
 	}
-	return &session{conn: conn, client: pbresource.NewResourceServiceClient(conn), types: types, stderr: stderr}, nil
+	return &session{conn: conn, client: pbresource.NewResourceServiceClient(conn), bulk: pbbulkv1.NewBulkServiceClient(conn),
+		timeout: perRequest, types: types, stderr: stderr}, nil
 }
 
 // call connects and runs f with the session, closing the connection

@@ -4,6 +4,7 @@
 //	loom server -dev                     run a development server (in-memory storage)
 //	loom server -storage etcd ...        run one of several servers sharing an etcd cluster
 //	loom apply -f FILE|DIR|-             create or update the resources in YAML or JSON files
+//	loom export|import                   back up and restore resources (bulk service)
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
 //	loom history|diff|trash|restore      see and undo changes (a Loom server's history)
 //	loom leader HTTP-ADDR...             show which server leads
@@ -97,6 +98,8 @@ func commands() []command {
 	return []command{
 		{"server", "run a Loom server (-dev in memory, or -storage etcd)", runServer},
 		{"apply", "create or update the resources in YAML or JSON files", runApply},
+		{"export", "print every resource of some types, at one version (a logical backup)", runExport},
+		{"import", "create or update many resources at once, all checked first (restores an export)", runImport},
 		{"read", "read one resource", runRead},
 		{"list", "list resources of a type, or those a resource owns", runList},
 		{"delete", "delete a resource, or those in files", runDelete},
