@@ -124,6 +124,15 @@ func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resou
 		create:   create,
 	}
 	var out *pbresource.Resource
+	if create {
+		// A Create expects the name free: try that first, without a read
+		// (the backend's compare-and-swap refuses a taken name), and read
+		// only if it is not.
+		out, err := s.create(ctx, in, storage.EventualConsistency)
+		if err != errRetry {
+			return out, err
+		}
+	}
 	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		if stored == nil {
 			out, err = s.create(ctx, in, consistency)

@@ -157,6 +157,21 @@ func equalBut(a, b map[string]string, key string) bool {
 // compared with, compared again (up to three times) when another writer
 // came first and the import gave no version of its own.
 func (imp *importer) apply(ctx context.Context, it *item) error {
+	if it.stored == nil {
+		// Absent when checked: a Create, which needs no read, unless the
+		// name was taken meanwhile.
+		in := it.in
+		_, err := imp.s.srv.Create(ctx, &pbresource.Resource{Id: in.Id, Owner: in.Owner, Data: in.Data, Metadata: in.Metadata})
+		if status.Code(err) != codes.AlreadyExists {
+			return err
+		}
+		if it.stored, err = imp.s.srv.ReadStored(ctx, storage.StrongConsistency, it.checked.Id); err != nil {
+			return storageStatus(err)
+		}
+		if err := it.classify(); err != nil || it.outcome == unchanged {
+			return err
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		in := it.in
 		res := &pbresource.Resource{Id: in.Id, Owner: in.Owner, Data: in.Data, Metadata: withCarried(in.Metadata, it.stored), Version: in.Version}
