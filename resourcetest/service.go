@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/controller"
+	pbcatalogv1 "github.com/loomrt/loom/proto/pbcatalog/v1"
 	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/catalog"
 	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage/inmem"
@@ -27,6 +29,9 @@ type Service struct {
 	// History talks to the history service (package server/history) on
 	// the same connection as Client, with OverGRPC; nil otherwise.
 	History pbhistoryv1.HistoryServiceClient
+	// Catalog talks to the catalog service (package server/catalog) on
+	// the same connection as Client, with OverGRPC; nil otherwise.
+	Catalog pbcatalogv1.CatalogServiceClient
 	// Server is the service itself.
 	Server *server.Server
 	// Backend is the in-memory store behind it.
@@ -72,7 +77,8 @@ func WithACLResolver(resolve func(ctx context.Context) (resource.Authorizer, err
 
 // OverGRPC makes Client a real gRPC client (over an in-memory listener), so
 // messages are marshalled as they would be over the network, and serves
-// the history service beside it (Service.History).
+// the history and catalog services beside it (Service.History,
+// Service.Catalog).
 func OverGRPC() ServiceOption {
 	return func(c *serviceConfig) { c.overGRPC = true }
 }
@@ -118,7 +124,7 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	if !cfg.overGRPC {
 		svc.Client = server.NewInProcessClient(srv)
 	} else {
-		svc.Client, svc.History = startGRPC(t, srv)
+		svc.Client, svc.History, svc.Catalog = startGRPC(t, srv)
 	}
 	if cfg.consulLike {
 		svc.Client = newConsulClient(svc.Client, cfg.consulStale)
@@ -129,14 +135,16 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	return svc
 }
 
-// startGRPC serves srv and its history service over an in-memory listener
-// and returns gRPC clients for them; all stop when the test ends.
-func startGRPC(t T, srv *server.Server) (pbresource.ResourceServiceClient, pbhistoryv1.HistoryServiceClient) {
+// startGRPC serves srv and its history and catalog services over an
+// in-memory listener and returns gRPC clients for them; all stop when the
+// test ends.
+func startGRPC(t T, srv *server.Server) (pbresource.ResourceServiceClient, pbhistoryv1.HistoryServiceClient, pbcatalogv1.CatalogServiceClient) {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)
 	history.New(srv).Register(gs)
+	catalog.New(srv).Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -149,5 +157,5 @@ func startGRPC(t T, srv *server.Server) (pbresource.ResourceServiceClient, pbhis
 		_ = conn.Close()
 		gs.Stop()
 	})
-	return pbresource.NewResourceServiceClient(conn), pbhistoryv1.NewHistoryServiceClient(conn)
+	return pbresource.NewResourceServiceClient(conn), pbhistoryv1.NewHistoryServiceClient(conn), pbcatalogv1.NewCatalogServiceClient(conn)
 }
