@@ -101,6 +101,8 @@ func commands() []command {
 		{"delete", "delete a resource, or those in files", runDelete},
 		{"watch", "watch resources of a type, printing each event", runWatch},
 		{"write", "write one resource as given (apply is usually better)", runWrite},
+		{"types", "list the server's resource types and your access to them", runTypes},
+		{"stats", "count the stored resources of each type", runStats},
 		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
