@@ -103,6 +103,9 @@ func (s *suite) testCountsBasics(t *testing.T) {
 func (s *suite) testCountsConcurrent(t *testing.T) {
 	b, c := s.counter(t)
 	ctx := s.ctx(t)
+	// Counted before the writers start, so that their changes are counted
+	// as they are made, not found by a first count afterwards.
+	s.requireCounts(t, c, nil, "an empty store")
 	const writers, names, rounds = 4, 8, 6
 	var wg sync.WaitGroup
 	for w := range writers {
