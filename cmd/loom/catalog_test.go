@@ -185,3 +185,30 @@ func TestShortNamesWithoutCatalog(t *testing.T) {
 		t.Errorf("types: %v", err)
 	}
 }
+
+// TestTypesWithAReadOnlyToken: loom types shows what the token may do.
+func TestTypesWithAReadOnlyToken(t *testing.T) {
+	aclFile := filepath.Join(t.TempDir(), "acl.yaml")
+	if err := os.WriteFile(aclFile, []byte(`tokens:
+  - name: viewer
+    secret: viewer-secret
+    rules:
+      - {type: "foo.*.*", partition: "*", namespace: "*", access: list}
+      - {type: "foo.*.*", partition: "*", namespace: "*", access: read}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := startServer(t, "-dev", "-grpc-addr", "127.0.0.1:0", "-acl-file", aclFile)
+	out, _, err := runBoth("types", "-addr", addr, "-token", "viewer-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"\nzip         foo       v1       Zip        partition  loom.example.foo.v1.Zip              yes   yes   no\n",
+		"\ntombstone   resource  v1       Tombstone  namespace  hashicorp.consul.resource.Tombstone  no    no    no\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("loom types with a viewer's token printed\n%s\nwant a line %q", out, want)
+		}
+	}
+}
