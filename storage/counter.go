@@ -30,9 +30,10 @@ type Count struct {
 // (loom.catalog.v1's GetStats) and the host exports them as metrics.
 type Counter interface {
 	// Stats returns the count of every type and tenancy with at least one
-	// resource, ordered by SortCounts. The counts are consistent at one
-	// store version at most as old as the backend's monotonic reads (see
-	// Backend.Read), except where an implementation says otherwise.
+	// resource, ordered by SortCounts. The counts are those of one store
+	// version, which may lag the latest writes (the in-memory backend's do
+	// not; the etcd backend's by the time its change feed takes to receive
+	// them, as watches do).
 	Stats(ctx context.Context) ([]Count, error)
 }
 
