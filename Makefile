@@ -17,6 +17,7 @@ PROTO_FILES := proto/pbresource/resource.proto \
 	proto/pblease/v1/lease.proto \
 	proto/pbhistory/v1/history.proto \
 	proto/pbbulk/v1/bulk.proto \
+	proto/pbcatalog/v1/catalog.proto \
 	examples/foo/pbfoo/v1/foo.proto \
 	examples/foo/pbfoo/v2/foo.proto \
 	examples/hello/pbhello/v1/hello.proto
@@ -110,6 +111,12 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 		--go_out=paths=source_relative:proto \
 		--go-grpc_out=paths=source_relative:proto \
 		pbhistory/v1/history.proto pbbulk/v1/bulk.proto
+	protoc -I proto -I . \
+		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
+		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
+		--go_out=paths=source_relative:proto \
+		--go-grpc_out=paths=source_relative:proto \
+		pbcatalog/v1/catalog.proto
 	protoc -I proto -I . \
 		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
 		--go_out=paths=source_relative:. \

@@ -67,6 +67,7 @@ import (
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/server/bulk"
+	"github.com/loomrt/loom/server/catalog"
 	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage"
@@ -253,7 +254,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	grpcMetrics := newGRPCMetrics()
 	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()), certExpiry)
-	mustRegisterStorageMetrics(metrics, backend)
+	mustRegisterStorageMetrics(metrics, backend, logger)
 	mustRegisterLeaderMetric(metrics, election, lease)
 
 	// The controllers run in this process and talk to the service directly.
@@ -334,6 +335,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		history.New(svc).Register(gs)
 	}
 	bulk.New(svc, bulk.DefaultLimits).Register(gs)
+	catalog.New(svc).Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
 	if f.reflection {

@@ -190,11 +190,15 @@ func (c watchCollector) Collect(ch chan<- prometheus.Metric) {
 type requestMetrics interface{ Metrics() prometheus.Collector }
 
 // mustRegisterStorageMetrics registers backend's watch gauges on reg when
-// the backend counts its watches, and its request metrics when it has
-// them. It panics if reg has them already.
-func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backend) {
+// the backend counts its watches, its resource gauges when it counts its
+// resources (storage.Counter), and its request metrics when it has them.
+// It panics if reg has them already.
+func mustRegisterStorageMetrics(reg prometheus.Registerer, backend storage.Backend, logger hclog.Logger) {
 	if wc, ok := backend.(watchCounter); ok {
 		reg.MustRegister(watchCollector{backend: wc})
+	}
+	if c, ok := backend.(storage.Counter); ok {
+		reg.MustRegister(countsCollector{counter: c, logger: logger})
 	}
 	if rm, ok := backend.(requestMetrics); ok {
 		reg.MustRegister(rm.Metrics())

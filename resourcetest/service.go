@@ -7,11 +7,13 @@ import (
 
 	"github.com/loomrt/loom/controller"
 	pbbulkv1 "github.com/loomrt/loom/proto/pbbulk/v1"
+	pbcatalogv1 "github.com/loomrt/loom/proto/pbcatalog/v1"
 	pbhistoryv1 "github.com/loomrt/loom/proto/pbhistory/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
 	"github.com/loomrt/loom/server/bulk"
+	"github.com/loomrt/loom/server/catalog"
 	"github.com/loomrt/loom/server/history"
 	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage/inmem"
@@ -33,6 +35,9 @@ type Service struct {
 	// server/bulk) on the same connection as Client, with OverGRPC; nil
 	// otherwise.
 	Bulk pbbulkv1.BulkServiceClient
+	// Catalog talks to the catalog service (package server/catalog) on
+	// the same connection as Client, with OverGRPC; nil otherwise.
+	Catalog pbcatalogv1.CatalogServiceClient
 	// Server is the service itself.
 	Server *server.Server
 	// Backend is the in-memory store behind it.
@@ -78,7 +83,8 @@ func WithACLResolver(resolve func(ctx context.Context) (resource.Authorizer, err
 
 // OverGRPC makes Client a real gRPC client (over an in-memory listener), so
 // messages are marshalled as they would be over the network, and serves
-// the history and bulk services beside it (Service.History, Service.Bulk).
+// the history, bulk and catalog services beside it (Service.History,
+// Service.Bulk, Service.Catalog).
 func OverGRPC() ServiceOption {
 	return func(c *serviceConfig) { c.overGRPC = true }
 }
@@ -128,6 +134,7 @@ func StartService(t T, opts ...ServiceOption) *Service {
 		svc.Client = pbresource.NewResourceServiceClient(conn)
 		svc.History = pbhistoryv1.NewHistoryServiceClient(conn)
 		svc.Bulk = pbbulkv1.NewBulkServiceClient(conn)
+		svc.Catalog = pbcatalogv1.NewCatalogServiceClient(conn)
 	}
 	if cfg.consulLike {
 		svc.Client = newConsulClient(svc.Client, cfg.consulStale)
@@ -138,8 +145,9 @@ func StartService(t T, opts ...ServiceOption) *Service {
 	return svc
 }
 
-// startGRPC serves srv and its history and bulk services over an in-memory
-// listener and returns a connection to them; all stop when the test ends.
+// startGRPC serves srv and its history, bulk and catalog services over an
+// in-memory listener and returns a connection to them; all stop when the
+// test ends.
 func startGRPC(t T, srv *server.Server) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
@@ -147,6 +155,7 @@ func startGRPC(t T, srv *server.Server) *grpc.ClientConn {
 	srv.Register(gs)
 	history.New(srv).Register(gs)
 	bulk.New(srv, bulk.DefaultLimits).Register(gs)
+	catalog.New(srv).Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),

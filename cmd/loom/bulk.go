@@ -59,9 +59,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if t = strings.TrimSpace(t); t == "" {
 			continue
 		}
-		typ, err := resource.ParseType(t)
+		typ, err := c.typeOf(ctx, stderr, t)
 		if err != nil {
-			return usagef("-types: %v", err)
+			return err
 		}
 		req.Types = append(req.Types, typ)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,8 @@ var stdin io.Reader = os.Stdin
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newClientFlags(commandHelp{
 		name: "read", args: "TYPE NAME",
-		summary: "Reads one resource and prints it (YAML by default). TYPE is group.version.kind.",
+		summary: "Reads one resource and prints it (YAML by default). TYPE is group.version.kind, or a\n" +
+			"short name: KIND or GROUP.KIND, in any case (loom types lists them).",
 		example: "loom read foo.v1.Bar my-bar\n" +
 			"loom read foo.v1.Bar my-bar -namespace team-a -o json",
 	}, stderr, true)
@@ -41,7 +43,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkFormat(*format, formatYAML, formatJSON, formatTable, formatName); err != nil {
 		return err
 	}
-	id, err := c.id(c.args[0], c.args[1])
+	id, err := c.id(ctx, stderr, c.args[0], c.args[1])
 	if err != nil {
 		return err
 	}
@@ -80,26 +82,28 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkFormat(*format, formatTable, formatJSON, formatYAML, formatName); err != nil {
 		return err
 	}
-	var typ *pbresource.Type
-	if len(c.args) == 1 {
-		t, err := resource.ParseType(c.args[0])
-		if err != nil {
-			return usageError{Err: err}
-		}
-		typ = t
-	} else if *owner == "" {
+	if len(c.args) == 0 && *owner == "" {
 		return usagef("%s: want a TYPE, or -owner", c.fs.Name())
 	}
 	if *pageSize > server.MaxListPageSize {
 		return usagef("%s: -page-size %d is above the server's maximum, %d", c.fs.Name(), *pageSize, server.MaxListPageSize)
 	}
+	typeOf := func(arg string) (*pbresource.Type, error) { return c.typeOf(ctx, stderr, arg) }
 	var ownerID *pbresource.ID
 	if *owner != "" {
-		id, err := parseIDArg(*owner, c.tenancy())
+		id, err := parseIDArg(*owner, c.tenancy(), typeOf)
 		if err != nil {
-			return usageError{Err: fmt.Errorf("-owner: %w", err)}
+			return prefixError("-owner: ", err)
 		}
 		ownerID = id
+	}
+	var typ *pbresource.Type
+	if len(c.args) == 1 {
+		t, err := typeOf(c.args[0])
+		if err != nil {
+			return err
+		}
+		typ = t
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
 		var list []*pbresource.Resource
@@ -215,33 +219,45 @@ func readPages[T any](page func(token string) ([]T, string, error)) ([]T, error)
 	}
 }
 
+// prefixError puts prefix before a usage error's text; other errors (the
+// server's) are returned as they are.
+func prefixError(prefix string, err error) error {
+	var u usageError
+	if errors.As(err, &u) {
+		return usageError{Err: fmt.Errorf("%s%w", prefix, u.Err)}
+	}
+	return err
+}
+
 // parseIDArg parses "TYPE/PARTITION.NAMESPACE/NAME[@UID]" (resource.IDString's
-// form) or "TYPE/NAME[@UID]" with the given tenancy.
-func parseIDArg(s string, tenancy *pbresource.Tenancy) (*pbresource.ID, error) {
+// form) or "TYPE/NAME[@UID]" with the given tenancy; typeOf resolves TYPE.
+// Errors of the argument's form are usage errors.
+func parseIDArg(s string, tenancy *pbresource.Tenancy, typeOf func(string) (*pbresource.Type, error)) (*pbresource.ID, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 2 && len(parts) != 3 {
-		return nil, fmt.Errorf("%s is not of the form TYPE/[PARTITION.NAMESPACE/]NAME[@UID]", resource.Quote(s))
-	}
-	typ, err := resource.ParseType(parts[0])
-	if err != nil {
-		return nil, err
+		return nil, usagef("%s is not of the form TYPE/[PARTITION.NAMESPACE/]NAME[@UID]", resource.Quote(s))
 	}
 	name := parts[len(parts)-1]
-	id := &pbresource.ID{Type: typ, Tenancy: tenancy}
+	id := &pbresource.ID{Tenancy: tenancy}
 	if i := strings.IndexByte(name, '@'); i >= 0 {
 		name, id.Uid = name[:i], name[i+1:]
 	}
 	if name == "" {
-		return nil, fmt.Errorf("%s has no name", resource.Quote(s))
+		return nil, usagef("%s has no name", resource.Quote(s))
 	}
 	id.Name = name
 	if len(parts) == 3 {
 		p, n, ok := strings.Cut(parts[1], ".")
 		if !ok {
-			return nil, fmt.Errorf("tenancy %s is not of the form PARTITION.NAMESPACE", resource.Quote(parts[1]))
+			return nil, usagef("tenancy %s is not of the form PARTITION.NAMESPACE", resource.Quote(parts[1]))
 		}
 		id.Tenancy = &pbresource.Tenancy{Partition: p, Namespace: n}
 	}
+	typ, err := typeOf(parts[0]) // last: it may ask the server
+	if err != nil {
+		return nil, err
+	}
+	id.Type = typ
 	return id, nil
 }
 
@@ -306,7 +322,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var ids []*pbresource.ID
 	if len(files) == 0 {
-		id, err := c.id(c.args[0], c.args[1])
+		id, err := c.id(ctx, stderr, c.args[0], c.args[1])
 		if err != nil {
 			return err
 		}

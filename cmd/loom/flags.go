@@ -17,7 +17,6 @@ import (
 	"github.com/loomrt/loom/host"
 	pbbulkv1 "github.com/loomrt/loom/proto/pbbulk/v1"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/resource"
 )
 
 // defaultTimeout bounds each request unless -timeout says otherwise.
@@ -58,6 +57,10 @@ type clientFlags struct {
 	namespace string
 
 	args []string // the positional arguments, once parsed
+
+	// sess is the command's connection once made (session); call closes
+	// it.
+	sess *session
 }
 
 func newClientFlags(h commandHelp, output io.Writer, tenancy bool) *clientFlags {
@@ -150,10 +153,12 @@ func (c *clientFlags) tenancy() *pbresource.Tenancy {
 	return &pbresource.Tenancy{Partition: c.partition, Namespace: c.namespace}
 }
 
-func (c *clientFlags) id(typeArg, name string) (*pbresource.ID, error) {
-	typ, err := resource.ParseType(typeArg)
+// id returns the ID of the resource named name of the type typeArg names
+// (typeOf), in the tenancy of the flags.
+func (c *clientFlags) id(ctx context.Context, stderr io.Writer, typeArg, name string) (*pbresource.ID, error) {
+	typ, err := c.typeOf(ctx, stderr, typeArg)
 	if err != nil {
-		return nil, usageError{Err: err}
+		return nil, err
 	}
 	return &pbresource.ID{Type: typ, Tenancy: c.tenancy(), Name: name}, nil
 }
@@ -169,6 +174,8 @@ type session struct {
 	timeout time.Duration
 	types   *typeResolver
 	stderr  io.Writer
+	// cat is the server's type catalog once asked (catalog.go).
+	cat *typeCatalog
 }
 
 func (s *session) Close() { s.conn.Close() }
@@ -216,10 +223,25 @@ func (c *clientFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 		timeout: perRequest, types: types, stderr: stderr}, nil
 }
 
-// call connects and runs f with the session, closing the connection
-// afterwards. Each request f makes is bounded by -timeout.
+// session returns the command's connection, made on the first call: a
+// command resolving its type names (typeOf) before call uses one
+// connection for both.
+func (c *clientFlags) session(ctx context.Context, stderr io.Writer) (*session, error) {
+	if c.sess == nil {
+		s, err := c.connect(ctx, stderr)
+		if err != nil {
+			return nil, err
+		}
+		c.sess = s
+	}
+	return c.sess, nil
+}
+
+// call connects (or takes the connection typeOf made) and runs f with the
+// session, closing the connection afterwards. Each request f makes is
+// bounded by -timeout.
 func (c *clientFlags) call(ctx context.Context, stderr io.Writer, f func(context.Context, *session) error) error {
-	s, err := c.connect(ctx, stderr)
+	s, err := c.session(ctx, stderr)
 	if err != nil {
 		return c.withHint(err)
 	}

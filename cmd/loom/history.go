@@ -62,7 +62,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkFormat(*format, formatTable, formatJSON, formatYAML); err != nil {
 		return err
 	}
-	id, err := c.id(c.args[0], c.args[1])
+	id, err := c.id(ctx, stderr, c.args[0], c.args[1])
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := c.parse(args, 2, 4); err != nil {
 		return err
 	}
-	id, err := c.id(c.args[0], c.args[1])
+	id, err := c.id(ctx, stderr, c.args[0], c.args[1])
 	if err != nil {
 		return err
 	}
@@ -324,9 +324,9 @@ func runTrash(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkFormat(*format, formatTable, formatJSON, formatYAML); err != nil {
 		return err
 	}
-	typ, err := resource.ParseType(c.args[0])
+	typ, err := c.typeOf(ctx, stderr, c.args[0])
 	if err != nil {
-		return usageError{Err: err}
+		return err
 	}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
 		req := &pbhistoryv1.ListTrashRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix}
@@ -392,7 +392,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *expected != "" && *version == "" {
 		return usagef("%s: -expected-version goes with -version (a roll-back)", c.fs.Name())
 	}
-	id, err := c.id(c.args[0], c.args[1])
+	id, err := c.id(ctx, stderr, c.args[0], c.args[1])
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,8 @@ func commands() []command {
 		{"diff", "show what changed in a resource between two versions", runDiff},
 		{"trash", "list the deleted resources of a type kept in the trash", runTrash},
 		{"restore", "bring a deleted resource back, or roll a live one back", runRestore},
+		{"types", "list the server's resource types and your access to them", runTypes},
+		{"stats", "count the stored resources of each type", runStats},
 		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},

@@ -15,7 +15,6 @@ import (
 
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
-	"github.com/loomrt/loom/resource"
 )
 
 // Backoff between watches when the server answers Unavailable.
@@ -56,16 +55,16 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkFormat(*format, formatJSON, formatTable); err != nil {
 		return err
 	}
-	typ, err := resource.ParseType(c.args[0])
-	if err != nil {
-		return usageError{Err: err}
-	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	s, err := c.connect(ctx, stderr)
+	typ, err := c.typeOf(ctx, stderr, c.args[0])
+	if err != nil {
+		return err
+	}
+	s, err := c.session(ctx, stderr)
 	if err != nil {
 		return c.withHint(err)
 	}

@@ -18,7 +18,10 @@
 // Options.NewHistorian (History/ tests, skipped without it), the
 // storage.Historian: exactly the committed generations recorded under
 // concurrent writers, deletions with their Change, pruning to the
-// HistoryLimits, and the trash listings.
+// HistoryLimits, and the trash listings; and for a storage.Counter
+// (Counts/ tests, skipped for others), the counts per type and tenancy
+// after creates, marks for deletion, tombstones and deletes, and under
+// concurrent writers.
 //
 // A backend's own test calls Test (or TestWithOptions) with a function that
 // returns a new, empty backend:
@@ -161,6 +164,8 @@ func TestWithOptions(t *testing.T, newBackend func(t *testing.T) storage.Backend
 		{"History/TrashPerType", s.testHistoryTrashPerType},
 		{"History/ListTrash", s.testHistoryListTrash},
 		{"History/TrashOwnedBy", s.testHistoryTrashOwnedBy},
+		{"Counts/Basics", s.testCountsBasics},
+		{"Counts/Concurrent", s.testCountsConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -151,9 +151,15 @@ type Backend struct {
 	hist       *historyLimits
 	pruner     *pruner
 	pruneDelay time.Duration
+
+	// counts are the counts of resources (counts.go).
+	counts counter
 }
 
-var _ storage.Backend = (*Backend)(nil)
+var (
+	_ storage.Backend = (*Backend)(nil)
+	_ storage.Counter = (*Backend)(nil)
+)
 
 // New returns a Backend that keeps resources in the etcd cluster client is
 // connected to. The Backend does not own client: close it after the last

@@ -69,6 +69,9 @@ type feed struct {
 	// reap runs.
 	appended int
 	reaping  atomic.Bool
+	// counter, when set (by the first Stats call), is given every entry
+	// appended (counts.go).
+	counter *counter
 }
 
 // feedEntry is one change: a resource put or deleted at rev.
@@ -79,6 +82,8 @@ type feedEntry struct {
 	tk   tenancyKey
 	ev   *pbresource.WatchEvent
 	size int64
+	// delta is what the change adds to the counts (counts.go).
+	delta delta
 }
 
 // typeFeed is what the feed keeps per type: the latest of the type's
@@ -314,6 +319,7 @@ func (f *feed) translate(d *rangeDecoder, ev *clientv3.Event) (*feedEntry, bool,
 			return nil, false, err
 		}
 		e.ev = eventq.NewEvent(res, false, "")
+		e.delta = deltaOf(ev, res)
 		e.size = int64(len(kv.Key)+len(kv.Value)) + feedEntryOverhead
 	case mvccpb.DELETE:
 		if ev.PrevKv == nil {
@@ -324,6 +330,7 @@ func (f *feed) translate(d *rangeDecoder, ev *clientv3.Event) (*feedEntry, bool,
 			return nil, false, err
 		}
 		e.ev = eventq.NewEvent(res, true, strconv.FormatInt(kv.ModRevision, 10))
+		e.delta = deltaOf(ev, res)
 		e.size = int64(len(kv.Key)+len(ev.PrevKv.Value)) + feedEntryOverhead
 	default:
 		return nil, false, fmt.Errorf("etcd: unknown event type %v", ev.Type)
@@ -354,6 +361,9 @@ func (f *feed) append(batch []*feedEntry, last int64) {
 		}
 	}
 	f.known = max(f.known, last)
+	if f.counter != nil {
+		f.counter.add(batch)
+	}
 	for _, tf := range woken {
 		if tf.wake != nil {
 			close(tf.wake)

@@ -483,6 +483,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		}
 	}
 
+	ti.count(stored, prev, false)
 	b.publish(ti, typ, stored, prev, size, false)
 	return e
 }
@@ -553,6 +554,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 	if e.res.Owner != nil {
 		b.removeOwned(ownerKeyOf(e.res.Owner), e)
 	}
+	ti.count(e.res, e.res, true)
 	b.publish(ti, typ, e.res, e.res, sizeOf(e.res), true)
 	b.recordDelete(ctx, ti, e, e.res)
 	return nil

@@ -32,6 +32,9 @@ type typeIndex struct {
 	feed *feed
 	// hist is the type's history, once it has one (history.go).
 	hist *typeHistory
+	// counts are the type's counts by tenancy (counts.go); nil until the
+	// type's first resource.
+	counts map[tenancyUnits]*tenancyCount
 }
 
 // compactThreshold is the least number of removed entries that makes a
