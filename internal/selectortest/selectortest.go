@@ -291,30 +291,62 @@ func versionNumber(v string) uint64 {
 	return n
 }
 
-// watcher reads one WatchList stream into a Validator.
+// watcher reads a WatchList stream into a Validator. When the server ends
+// the stream because it could not keep up (Aborted), it resumes from the
+// validator's position, as a client does.
 type watcher struct {
 	t      *testing.T
+	ctx    context.Context
+	c      pbresource.ResourceServiceClient
+	req    *pbresource.WatchListRequest
 	stream grpc.ServerStreamingClient[pbresource.WatchEvent]
 	v      *Validator
 }
 
 func watch(t *testing.T, ctx context.Context, c pbresource.ResourceServiceClient, sel, since string, batch bool, v *Validator) *watcher {
 	t.Helper()
-	stream, err := c.WatchList(ctx, &pbresource.WatchListRequest{Type: barType, Tenancy: anyTen, LabelSelector: sel, SinceVersion: since, BatchEvents: batch, Bookmarks: true})
+	w := &watcher{t: t, ctx: ctx, c: c, v: v,
+		req: &pbresource.WatchListRequest{Type: barType, Tenancy: anyTen, LabelSelector: sel, SinceVersion: since, BatchEvents: batch, Bookmarks: true}}
+	w.open()
+	return w
+}
+
+func (w *watcher) open() {
+	w.t.Helper()
+	stream, err := w.c.WatchList(w.ctx, w.req)
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	return &watcher{t: t, stream: stream, v: v}
+	w.stream = stream
+}
+
+// recv returns the stream's next message, resuming an Aborted stream.
+func (w *watcher) recv() *pbresource.WatchEvent {
+	w.t.Helper()
+	for {
+		ev, err := w.stream.Recv()
+		if err == nil {
+			return ev
+		}
+		if status.Code(err) != codes.Aborted {
+			w.t.Fatalf("Recv: %v", err)
+		}
+		w.t.Logf("resuming after %v", err)
+		if w.v.inSnap {
+			*w.v = *NewValidator(w.v.sel.String(), nil, "")
+		} else {
+			*w.v = *NewValidator(w.v.sel.String(), w.v.View, w.v.Position)
+		}
+		w.req.SinceVersion = w.v.Position
+		w.open()
+	}
 }
 
 // until applies events until done holds, failing on the first problem.
 func (w *watcher) until(done func() bool) {
 	w.t.Helper()
 	for !done() {
-		ev, err := w.stream.Recv()
-		if err != nil {
-			w.t.Fatalf("Recv: %v", err)
-		}
+		ev := w.recv()
 		evs := []*pbresource.WatchEvent{ev}
 		if b := ev.GetBatch(); b != nil {
 			evs = b.Events
@@ -487,10 +519,7 @@ func testWatchEnterLeave(t *testing.T, c pbresource.ResourceServiceClient) {
 func recvOne(t *testing.T, w *watcher) *pbresource.WatchEvent {
 	t.Helper()
 	for {
-		ev, err := w.stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
+		ev := w.recv()
 		if err := w.v.Apply(ev); err != nil {
 			t.Fatal(err)
 		}
