@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 	"github.com/loomrt/loom/storage"
 
 	"google.golang.org/grpc"
@@ -32,7 +33,7 @@ import (
 // than an in-process one sends the events it has at hand together, in Batch
 // messages (watch_batch.go). With label_selector, the stream holds only
 // the resources that match it: one that stops matching is sent as a Delete,
-// one that starts matching as an Upsert (see selection). See the proto's
+// one that starts matching as an Upsert (see selector.WatchFilter). See the proto's
 // comments.
 func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) error {
 	streamCtx := stream.Context()
@@ -78,7 +79,7 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	defer w.Close()
 	src.w, src.deltas = w, resumed
 	if !sel.Empty() {
-		src.selection = newSelection(sel, req.SinceVersion != "")
+		src.selection = selector.NewWatchFilter(sel, req.SinceVersion != "")
 	}
 	if req.BatchEvents && !inProcess(stream) {
 		return s.sendBatches(ctx, stream, src)
@@ -115,7 +116,7 @@ type watchSource struct {
 	// between watches. Only next uses it.
 	deltas bool
 	// selection, when not nil, applies the stream's label selector.
-	selection *selection
+	selection *selector.WatchFilter
 }
 
 // next returns the watch's next event the caller may read, waiting for it
@@ -143,7 +144,7 @@ func (src *watchSource) next(ctx context.Context) (ev *pbresource.WatchEvent, sh
 		}
 		shared := src.deltas
 		if src.selection != nil {
-			out, send := src.selection.apply(ev)
+			out, send := src.selection.Apply(ev)
 			if !send {
 				continue
 			}
