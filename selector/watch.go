@@ -50,6 +50,9 @@ func NewWatchFilter(sel Selector, resumed bool) *WatchFilter {
 	return f
 }
 
+// Selector returns the selector f applies.
+func (f *WatchFilter) Selector() Selector { return f.sel }
+
 // Apply returns the event to deliver for ev, which it may replace (the
 // replacement is new, ev is never changed), and false when nothing is to
 // be delivered. Not safe for concurrent use.
