@@ -58,10 +58,12 @@ test: vet
 FUZZTIME ?= 30s
 FUZZ_SERVER := FuzzWrite FuzzRead FuzzWriteStatus FuzzList FuzzListByOwner FuzzDelete FuzzWatchList FuzzMutateAndValidate
 FUZZ_ETCD := FuzzUnmarshalResource
+FUZZ_SELECTOR := FuzzParse
 
 fuzz:
 	@for f in $(FUZZ_SERVER); do (cd server && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
 	@for f in $(FUZZ_ETCD); do (cd storage/etcd && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
+	@for f in $(FUZZ_SELECTOR); do (cd selector && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
 
 # The long robustness run (internal/robustness): more clients, names and
 # operations than the short run of `make test`, over ROBUSTNESS_SEEDS seeds

@@ -25,14 +25,15 @@ const maxPageTokenLen = 2048
 // List returns the resources of a type stored under the requested
 // GroupVersion, in a tenancy ("*" matches every unit; empty units mean
 // "default"), whose names start with a prefix. Resources the caller may not
-// read are left out. Results are eventually consistent.
+// read are left out, and with label_selector those whose metadata does not
+// match it. Results are eventually consistent.
 //
 // With page_size or page_token, List returns one page of a listing
 // consistent at one store version (see ListRequest), when the backend is a
 // storage.PagedLister; otherwise it answers with every resource and no
 // next_page_token, as a Consul server does. A page is filled up to
-// page_size with resources that pass the GroupVersion and ACL filters,
-// reading as many backend pages as that takes.
+// page_size with resources that pass the GroupVersion, selector and ACL
+// filters, reading as many backend pages as that takes.
 func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbresource.ListResponse, error) {
 	authz, err := s.authorizer(ctx)
 	if err != nil {
@@ -45,7 +46,11 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 	if req.PageSize > MaxListPageSize {
 		return nil, s.fail("List", nil, invalidField("page_size", "%d is above the maximum of %d", req.PageSize, MaxListPageSize))
 	}
-	hash := listQueryHash(req.Type, tenancy, req.NamePrefix)
+	sel, err := parseSelector(req.LabelSelector)
+	if err != nil {
+		return nil, s.fail("List", nil, err)
+	}
+	hash := selectorHash(listQueryHash(req.Type, tenancy, req.NamePrefix), sel)
 	var tok pageToken
 	if req.PageToken != "" {
 		if tok, err = decodePageToken(req.PageToken, hash); err != nil {
@@ -56,7 +61,9 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		return nil, s.fail("List", nil, err)
 	}
 	keep := func(item *pbresource.Resource) (bool, error) {
-		if item.Id.Type.GetGroupVersion() != req.Type.GroupVersion {
+		// The selector first: it rules out most of a selective listing
+		// without reaching into the ID.
+		if !sel.Matches(item.Metadata) || item.Id.Type.GetGroupVersion() != req.Type.GroupVersion {
 			return false, nil
 		}
 		if err := reg.AuthorizeRead(authz, item.Id, item); err != nil {
@@ -303,7 +310,8 @@ func ownerQueryHash(owner *pbresource.ID) uint64 {
 }
 
 // ListByOwner returns the resources owned by the owner (which must be given
-// with its Uid), of any type, leaving out those the caller may not read.
+// with its Uid), of any type, leaving out those the caller may not read and
+// those label_selector does not match.
 // The caller needs list access to the owner's type in the owner's tenancy,
 // as on Consul. Results are eventually consistent.
 //
@@ -335,7 +343,11 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 	if req.PageSize > MaxListPageSize {
 		return nil, s.fail("ListByOwner", owner, invalidField("page_size", "%d is above the maximum of %d", req.PageSize, MaxListPageSize))
 	}
-	hash := ownerQueryHash(owner)
+	sel, err := parseSelector(req.LabelSelector)
+	if err != nil {
+		return nil, s.fail("ListByOwner", owner, err)
+	}
+	hash := selectorHash(ownerQueryHash(owner), sel)
 	var tok pageToken
 	if req.PageToken != "" {
 		if tok, err = decodeOwnerPageToken(req.PageToken, hash); err != nil {
@@ -343,6 +355,9 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 		}
 	}
 	keep := func(child *pbresource.Resource) (bool, error) {
+		if !sel.Matches(child.Metadata) {
+			return false, nil
+		}
 		// A type not registered (any longer) gets the default check.
 		reg, _ := s.registry.Resolve(child.Id.Type)
 		if err := reg.AuthorizeRead(authz, child.Id, child); err != nil {

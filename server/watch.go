@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 	"github.com/loomrt/loom/storage"
 
 	"google.golang.org/grpc"
@@ -30,7 +31,10 @@ import (
 // A since_version that is not a number is InvalidArgument, one ahead of the
 // store OutOfRange; nothing is sent then. With batch_events, a stream other
 // than an in-process one sends the events it has at hand together, in Batch
-// messages (watch_batch.go). See the proto's comments.
+// messages (watch_batch.go). With label_selector, the stream holds only
+// the resources that match it: one that stops matching is sent as a Delete,
+// one that starts matching as an Upsert (see selector.WatchFilter). See the proto's
+// comments.
 func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerStreamingServer[pbresource.WatchEvent]) error {
 	streamCtx := stream.Context()
 	if s.shuttingDown.Err() != nil {
@@ -63,6 +67,10 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 			return s.fail("WatchList", nil, invalidField("since_version", "%q is not a version (a decimal number)", resource.Truncate(v)))
 		}
 	}
+	sel, err := parseSelector(req.LabelSelector)
+	if err != nil {
+		return s.fail("WatchList", nil, err)
+	}
 	src := &watchSource{s: s, ctx: ctx, streamCtx: streamCtx, authz: authz, reg: reg, tenancy: tenancy}
 	w, resumed, err := s.openWatch(ctx, req, tenancy)
 	if err != nil {
@@ -70,6 +78,9 @@ func (s *Server) WatchList(req *pbresource.WatchListRequest, stream grpc.ServerS
 	}
 	defer w.Close()
 	src.w, src.deltas = w, resumed
+	if !sel.Empty() {
+		src.selection = selector.NewWatchFilter(sel, req.SinceVersion != "")
+	}
 	if req.BatchEvents && !inProcess(stream) {
 		return s.sendBatches(ctx, stream, src)
 	}
@@ -104,6 +115,8 @@ type watchSource struct {
 	// from the start of a resumed stream), which backends may share
 	// between watches. Only next uses it.
 	deltas bool
+	// selection, when not nil, applies the stream's label selector.
+	selection *selector.WatchFilter
 }
 
 // next returns the watch's next event the caller may read, waiting for it
@@ -129,13 +142,22 @@ func (src *watchSource) next(ctx context.Context) (ev *pbresource.WatchEvent, sh
 				return nil, false, src.s.fail("WatchList", res.Id, aclError(err))
 			}
 		}
+		shared := src.deltas
+		if src.selection != nil {
+			out, send := src.selection.Apply(ev)
+			if !send {
+				continue
+			}
+			shared = shared && out == ev
+			ev = out
+		}
 		switch ev.Event.(type) {
 		case *pbresource.WatchEvent_EndOfSnapshot_:
 			src.deltas = true
 		case *pbresource.WatchEvent_NewSnapshot_:
 			src.deltas = false
 		case *pbresource.WatchEvent_Upsert_, *pbresource.WatchEvent_Delete_:
-			return ev, src.deltas, nil
+			return ev, shared, nil
 		}
 		return ev, false, nil
 	}

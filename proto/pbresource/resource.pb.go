@@ -770,7 +770,16 @@ type ListRequest struct {
 	// listing's version. A token the store no longer has the version of
 	// (compacted, or out of the in-memory event log) is Aborted: list again
 	// from the first page. A malformed token is InvalidArgument.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// LabelSelector, when set, keeps only resources whose metadata matches
+	// it: Kubernetes selector syntax (`a=b`, `a!=b`, `a in (x,y)`,
+	// `a notin (x)`, `a`, `!a`, comma-separated), over metadata keys other than
+	// finalizers and deletionTimestamp. A selector that does not parse is
+	// InvalidArgument. With page_size, pages hold only matching resources (a
+	// page may be short); every page of one listing must be asked with the
+	// same selector. Loom extension; Consul ignores it, so a client filters
+	// again on its side.
+	LabelSelector string `protobuf:"bytes,6,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -836,6 +845,13 @@ func (x *ListRequest) GetPageSize() uint32 {
 func (x *ListRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
 	}
 	return ""
 }
@@ -926,7 +942,10 @@ type ListByOwnerRequest struct {
 	// token the store no longer has the version of (compacted, or out of the
 	// in-memory event log) is Aborted: list again from the first page. A
 	// malformed token is InvalidArgument.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// LabelSelector, when set, keeps only owned resources whose metadata
+	// matches it, as in ListRequest. Loom extension; Consul ignores it.
+	LabelSelector string `protobuf:"bytes,4,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -978,6 +997,13 @@ func (x *ListByOwnerRequest) GetPageSize() uint32 {
 func (x *ListByOwnerRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListByOwnerRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
 	}
 	return ""
 }
@@ -1399,7 +1425,16 @@ type WatchListRequest struct {
 	// changes) is unchanged. Without it, the stream has no batches (Consul's
 	// clients never see one). In-process clients get single events. Loom
 	// extension; Consul ignores it.
-	BatchEvents   bool `protobuf:"varint,6,opt,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
+	BatchEvents bool `protobuf:"varint,6,opt,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
+	// LabelSelector, when set, keeps only resources whose metadata matches
+	// it, as in ListRequest. A resource that stops matching is sent as a
+	// Delete (carrying the resource as now stored, at the change's version)
+	// and one that starts matching as an Upsert, also on a resumed stream,
+	// which may send (once) a Delete of a resource the client does not hold,
+	// as it cannot know what matched before. Loom extension; Consul ignores
+	// it, so a client filters again on its side (and treats a non-matching
+	// Upsert as a Delete).
+	LabelSelector string `protobuf:"bytes,7,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,6 +1509,13 @@ func (x *WatchListRequest) GetBatchEvents() bool {
 		return x.BatchEvents
 	}
 	return false
+}
+
+func (x *WatchListRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
 }
 
 // WatchEvent is one message of a WatchList stream.
@@ -2069,7 +2111,7 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"\vReadRequest\x12-\n" +
 	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\"O\n" +
 	"\fReadResponse\x12?\n" +
-	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\"\xdd\x01\n" +
+	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\"\x84\x02\n" +
 	"\vListRequest\x123\n" +
 	"\x04type\x18\x01 \x01(\v2\x1f.hashicorp.consul.resource.TypeR\x04type\x12<\n" +
 	"\atenancy\x18\x02 \x01(\v2\".hashicorp.consul.resource.TenancyR\atenancy\x12\x1f\n" +
@@ -2077,16 +2119,18 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"namePrefix\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"\x93\x01\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12%\n" +
+	"\x0elabel_selector\x18\x06 \x01(\tR\rlabelSelector\"\x93\x01\n" +
 	"\fListResponse\x12A\n" +
 	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"\x85\x01\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\"\xac\x01\n" +
 	"\x12ListByOwnerRequest\x123\n" +
 	"\x05owner\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x05owner\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x9a\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12%\n" +
+	"\x0elabel_selector\x18\x04 \x01(\tR\rlabelSelector\"\x9a\x01\n" +
 	"\x13ListByOwnerResponse\x12A\n" +
 	"\tresources\x18\x01 \x03(\v2#.hashicorp.consul.resource.ResourceR\tresources\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
@@ -2105,7 +2149,7 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"\rDeleteRequest\x12-\n" +
 	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"\x10\n" +
-	"\x0eDeleteResponse\"\x8c\x02\n" +
+	"\x0eDeleteResponse\"\xb3\x02\n" +
 	"\x10WatchListRequest\x123\n" +
 	"\x04type\x18\x01 \x01(\v2\x1f.hashicorp.consul.resource.TypeR\x04type\x12<\n" +
 	"\atenancy\x18\x02 \x01(\v2\".hashicorp.consul.resource.TenancyR\atenancy\x12\x1f\n" +
@@ -2113,7 +2157,8 @@ const file_pbresource_resource_proto_rawDesc = "" +
 	"namePrefix\x12#\n" +
 	"\rsince_version\x18\x04 \x01(\tR\fsinceVersion\x12\x1c\n" +
 	"\tbookmarks\x18\x05 \x01(\bR\tbookmarks\x12!\n" +
-	"\fbatch_events\x18\x06 \x01(\bR\vbatchEvents\"\xc7\x06\n" +
+	"\fbatch_events\x18\x06 \x01(\bR\vbatchEvents\x12%\n" +
+	"\x0elabel_selector\x18\a \x01(\tR\rlabelSelector\"\xc7\x06\n" +
 	"\n" +
 	"WatchEvent\x12F\n" +
 	"\x06upsert\x18\x01 \x01(\v2,.hashicorp.consul.resource.WatchEvent.UpsertH\x00R\x06upsert\x12F\n" +
