@@ -65,17 +65,36 @@ func (s *Service) call(ctx context.Context) (storage.Historian, resource.Authori
 	return h, authz, err
 }
 
+// request is what a request about one resource starts with: call's, then
+// the registration of the resource's type and its ID checked. Errors are
+// logged and returned as the request's.
+type request struct {
+	h     storage.Historian
+	authz resource.Authorizer
+	reg   resource.Registered
+	id    *pbresource.ID
+}
+
+func (s *Service) begin(ctx context.Context, method string, id *pbresource.ID) (request, error) {
+	var r request
+	var err error
+	if r.h, r.authz, err = s.call(ctx); err != nil {
+		return r, s.srv.Fail(method, id, err)
+	}
+	if r.reg, r.id, err = s.srv.CheckID("id", id); err != nil {
+		return r, s.srv.Fail(method, id, err)
+	}
+	return r, nil
+}
+
 // ReadRevision returns one recorded version of a resource.
 func (s *Service) ReadRevision(ctx context.Context, req *pbhistoryv1.ReadRevisionRequest) (*pbhistoryv1.ReadRevisionResponse, error) {
 	const method = "ReadRevision"
-	h, authz, err := s.call(ctx)
+	r, err := s.begin(ctx, method, req.GetId())
 	if err != nil {
-		return nil, s.srv.Fail(method, req.GetId(), err)
+		return nil, err
 	}
-	reg, id, err := s.srv.CheckID("id", req.GetId())
-	if err != nil {
-		return nil, s.srv.Fail(method, req.GetId(), err)
-	}
+	h, authz, reg, id := r.h, r.authz, r.reg, r.id
 	if req.Version == "" {
 		return nil, s.srv.Fail(method, id, missing("version"))
 	}
@@ -120,14 +139,11 @@ func (s *Service) authorizeRevision(authz resource.Authorizer, reg resource.Regi
 // ListRevisions returns the recorded versions of a name, newest first.
 func (s *Service) ListRevisions(ctx context.Context, req *pbhistoryv1.ListRevisionsRequest) (*pbhistoryv1.ListRevisionsResponse, error) {
 	const method = "ListRevisions"
-	h, authz, err := s.call(ctx)
+	r, err := s.begin(ctx, method, req.GetId())
 	if err != nil {
-		return nil, s.srv.Fail(method, req.GetId(), err)
+		return nil, err
 	}
-	reg, id, err := s.srv.CheckID("id", req.GetId())
-	if err != nil {
-		return nil, s.srv.Fail(method, req.GetId(), err)
-	}
+	h, authz, reg, id := r.h, r.authz, r.reg, r.id
 	if err := server.ACLStatus(reg.AuthorizeRead(authz, id, nil)); err != nil {
 		return nil, s.srv.Fail(method, id, err)
 	}

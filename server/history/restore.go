@@ -20,14 +20,11 @@ import (
 // one back to an earlier version (see pbhistoryv1.RestoreRequest).
 func (s *Service) Restore(ctx context.Context, req *pbhistoryv1.RestoreRequest) (*pbhistoryv1.RestoreResponse, error) {
 	const method = "Restore"
-	h, authz, err := s.call(ctx)
+	r, err := s.begin(ctx, method, req.GetId())
 	if err != nil {
-		return nil, s.srv.Fail(method, req.GetId(), err)
+		return nil, err
 	}
-	reg, id, err := s.srv.CheckID("id", req.GetId())
-	if err != nil {
-		return nil, s.srv.Fail(method, req.GetId(), err)
-	}
+	h, authz, reg, id := r.h, r.authz, r.reg, r.id
 	rev, err := s.revisionToRestore(ctx, h, authz, reg, id, req.Version)
 	if err != nil {
 		return nil, s.srv.Fail(method, id, err)
