@@ -624,7 +624,11 @@ func testWatchResumeRacingWriters(t *testing.T, c pbresource.ResourceServiceClie
 		// Away: the writers move resources in and out of the selection.
 		held := slices.Collect(maps.Keys(v.View))
 		for _, name := range held[:min(3, len(held))] {
-			if err := update(ctx, c, name, "b"); err != nil && status.Code(err) != codes.NotFound && status.Code(err) != codes.Aborted {
+			// A writer may delete it, or delete it and create it again
+			// (FailedPrecondition: another Uid), between the read and the
+			// write.
+			if err := update(ctx, c, name, "b"); err != nil && status.Code(err) != codes.NotFound && status.Code(err) != codes.Aborted &&
+				status.Code(err) != codes.FailedPrecondition {
 				t.Fatal(err)
 			}
 		}
