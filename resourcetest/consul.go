@@ -26,6 +26,8 @@ import (
 //     Delete events carry no version.
 //   - List and ListByOwner ignore page_size and page_token (they send
 //     everything at once) and tell no version.
+//   - List, ListByOwner and WatchList ignore label_selector: a client must
+//     filter what it receives itself.
 //   - Removing a marked resource's last finalizer leaves it in the store,
 //     marked and without finalizers, until a further Delete.
 //

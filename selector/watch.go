@@ -9,12 +9,12 @@ import "github.com/loomrt/loom/proto/pbresource"
 // change to a resource the client does not hold is skipped.
 //
 // To know what the client holds, it keeps the key of every resource it sent
-// as matching (and not since deleted): at most one entry per resource of
-// the watched type, and never more than the stream sent. A resumed stream
-// does not know what matched before it resumed, so until a NewSnapshot it
-// sends a Delete for a non-matching change to a resource it has not sent
-// (the client may hold it from before), once per resource, and remembers
-// those keys too; a client ignores a Delete of what it does not hold.
+// as matching (and not since deleted). A resumed stream does not know what
+// matched before it resumed, so until a NewSnapshot it sends a Delete for a
+// change to a resource it has not sent (the client may hold it from
+// before), once per resource, and remembers the keys of those still stored;
+// a client ignores a Delete of what it does not hold. Either way it holds
+// at most one key per stored resource of the watched type.
 type WatchFilter struct {
 	sel Selector
 	// exact is set when the stream's snapshot (not a resume) defines what
@@ -50,6 +50,9 @@ func NewWatchFilter(sel Selector, resumed bool) *WatchFilter {
 	return f
 }
 
+// Selector returns the selector f applies.
+func (f *WatchFilter) Selector() Selector { return f.sel }
+
 // Apply returns the event to deliver for ev, which it may replace (the
 // replacement is new, ev is never changed), and false when nothing is to
 // be delivered. Not safe for concurrent use.
@@ -63,13 +66,13 @@ func (f *WatchFilter) Apply(ev *pbresource.WatchEvent) (*pbresource.WatchEvent, 
 			delete(f.absent, k)
 			return ev, true
 		}
-		if !f.leave(k) {
+		if !f.leave(k, false) {
 			return nil, false
 		}
 		return &pbresource.WatchEvent{Event: &pbresource.WatchEvent_Delete_{Delete: &pbresource.WatchEvent_Delete{
 			Resource: res, Version: res.GetVersion()}}}, true
 	case *pbresource.WatchEvent_Delete_:
-		return ev, f.leave(keyOfID(e.Delete.GetResource().GetId()))
+		return ev, f.leave(keyOfID(e.Delete.GetResource().GetId()), true)
 	case *pbresource.WatchEvent_NewSnapshot_:
 		f.exact, f.absent = true, nil
 		clear(f.matching)
@@ -78,21 +81,21 @@ func (f *WatchFilter) Apply(ev *pbresource.WatchEvent) (*pbresource.WatchEvent, 
 }
 
 // leave records that the client no longer holds k, and reports whether it
-// may have held it until now (and so needs a Delete).
-func (f *WatchFilter) leave(k selectionKey) bool {
-	if _, ok := f.matching[k]; ok {
-		delete(f.matching, k)
-		if !f.exact {
-			f.absent[k] = struct{}{}
-		}
-		return true
-	}
+// may have held it until now (and so needs a Delete). A deleted resource
+// is forgotten, so that the filter holds keys of stored resources only; a
+// resumed stream may then send one more needless Delete if the name comes
+// back without matching.
+func (f *WatchFilter) leave(k selectionKey, deleted bool) bool {
+	_, held := f.matching[k]
+	delete(f.matching, k)
 	if f.exact {
-		return false
+		return held
 	}
-	if _, ok := f.absent[k]; ok {
-		return false
+	_, absent := f.absent[k]
+	if deleted {
+		delete(f.absent, k)
+	} else {
+		f.absent[k] = struct{}{}
 	}
-	f.absent[k] = struct{}{}
-	return true
+	return held || !absent
 }

@@ -77,12 +77,14 @@ func TestWatchFilterResumed(t *testing.T) {
 		upsert(res("x", "10", "b")),
 		del(res("z", "3", "a"), "11"), // may have been held
 		del(res("x", "10", "b"), "12"),
+		upsert(res("x", "13", "b")), // deleted, so forgotten: a Delete again
+		upsert(res("x", "14", "b")),
 		newSnapshot, // the snapshot defines what is held from here
 		upsert(res("w", "13", "b")),
 		endOfSnapshot,
 		upsert(res("w", "14", "c")),
 	)
-	want := "D x@7/7, -, U x@9, D x@10/10, D z@3/11, -, ctl, -, ctl, -"
+	want := "D x@7/7, -, U x@9, D x@10/10, D z@3/11, -, D x@13/13, -, ctl, -, ctl, -"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

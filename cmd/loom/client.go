@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 	"github.com/loomrt/loom/server"
 )
 
@@ -68,10 +70,12 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"loom list -owner foo.v1.Bar/default.default/my-bar\n" +
 			"loom list -owner foo.v1.Bar/my-bar foo.v1.Zip\n" +
 			"loom list foo.v1.Bar -page-size 1000\n" +
+			"loom list foo.v1.Bar -l 'team=payments,tier in (web,api)'\n" +
 			"loom list -owner foo.v1.Bar/my-bar -page-size 1000",
 	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
 	pageSize := c.fs.Uint("page-size", 0, "read the list in pages of at most `n` resources, all consistent at one version, so no reply nears the message size limit (0: one reply)")
+	labels := selectorFlag(c.fs)
 	owner := c.fs.String("owner", "", "list what the resource `ID` owns: TYPE/[PARTITION.NAMESPACE/]NAME[@UID] (tenancy from -partition and -namespace when left out)")
 	format := c.fs.String("o", formatTable, "output `format`: table, json, yaml or name")
 	if err := c.parse(args, 0, 1); err != nil {
@@ -90,6 +94,10 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else if *owner == "" {
 		return usagef("%s: want a TYPE, or -owner", c.fs.Name())
 	}
+	sel, err := selector.Parse(*labels)
+	if err != nil {
+		return usageError{Err: fmt.Errorf("-l: %w", err)}
+	}
 	if *pageSize > server.MaxListPageSize {
 		return usagef("%s: -page-size %d is above the server's maximum, %d", c.fs.Name(), *pageSize, server.MaxListPageSize)
 	}
@@ -101,42 +109,11 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		ownerID = id
 	}
+	q := listQuery{typ: typ, tenancy: c.tenancy(), prefix: *prefix, pageSize: uint32(*pageSize), labels: *labels, sel: sel, owner: ownerID}
 	return c.call(ctx, stderr, func(ctx context.Context, s *session) error {
-		var list []*pbresource.Resource
-		if ownerID == nil {
-			req := &pbresource.ListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, PageSize: uint32(*pageSize)}
-			var err error
-			list, err = readPages(func(token string) ([]*pbresource.Resource, string, error) {
-				req.PageToken = token
-				resp, err := s.client.List(ctx, req)
-				return resp.GetResources(), resp.GetNextPageToken(), err
-			})
-			if err != nil {
-				return err
-			}
-		} else {
-			if ownerID.Uid == "" {
-				// ListByOwner wants the owner's uid: read it.
-				resp, err := s.client.Read(ctx, &pbresource.ReadRequest{Id: ownerID})
-				if err != nil {
-					return err
-				}
-				ownerID = resp.Resource.Id
-			}
-			req := &pbresource.ListByOwnerRequest{Owner: ownerID, PageSize: uint32(*pageSize)}
-			owned, err := readPages(func(token string) ([]*pbresource.Resource, string, error) {
-				req.PageToken = token
-				resp, err := s.client.ListByOwner(ctx, req)
-				return resp.GetResources(), resp.GetNextPageToken(), err
-			})
-			if err != nil {
-				return err
-			}
-			for _, r := range owned {
-				if (typ == nil || resource.EqualType(typ, r.Id.Type)) && strings.HasPrefix(r.Id.Name, *prefix) {
-					list = append(list, r)
-				}
-			}
+		list, err := q.run(ctx, s.client)
+		if err != nil {
+			return err
 		}
 		// In name order whatever the backend's order, so the output is
 		// stable.
@@ -150,11 +127,66 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := s.printer(*format, stdout).printResources(list, false); err != nil {
 			return err
 		}
-		if len(list) == 0 && ownerID == nil {
+		if len(list) == 0 && q.owner == nil {
 			noteUnreadable(ctx, s.client, typ, c.tenancy(), stderr)
 		}
 		return nil
 	})
+}
+
+// listQuery is what list lists: a type's resources, or those an owner
+// owns (of typ, when not nil).
+type listQuery struct {
+	typ      *pbresource.Type
+	tenancy  *pbresource.Tenancy
+	prefix   string
+	pageSize uint32
+	labels   string            // -l as given, sent to the server
+	sel      selector.Selector // -l parsed
+	owner    *pbresource.ID
+}
+
+// run reads every page of the listing. The server applies the selector
+// (a Loom server) or not (Consul's): run applies it again.
+func (q listQuery) run(ctx context.Context, client pbresource.ResourceServiceClient) ([]*pbresource.Resource, error) {
+	var list []*pbresource.Resource
+	if q.owner == nil {
+		req := &pbresource.ListRequest{Type: q.typ, Tenancy: q.tenancy, NamePrefix: q.prefix, PageSize: q.pageSize, LabelSelector: q.labels}
+		var err error
+		list, err = readPages(func(token string) ([]*pbresource.Resource, string, error) {
+			req.PageToken = token
+			resp, err := client.List(ctx, req)
+			return resp.GetResources(), resp.GetNextPageToken(), err
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		owner := q.owner
+		if owner.Uid == "" {
+			// ListByOwner wants the owner's uid: read it.
+			resp, err := client.Read(ctx, &pbresource.ReadRequest{Id: owner})
+			if err != nil {
+				return nil, err
+			}
+			owner = resp.Resource.Id
+		}
+		req := &pbresource.ListByOwnerRequest{Owner: owner, PageSize: q.pageSize, LabelSelector: q.labels}
+		owned, err := readPages(func(token string) ([]*pbresource.Resource, string, error) {
+			req.PageToken = token
+			resp, err := client.ListByOwner(ctx, req)
+			return resp.GetResources(), resp.GetNextPageToken(), err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range owned {
+			if (q.typ == nil || resource.EqualType(q.typ, r.Id.Type)) && strings.HasPrefix(r.Id.Name, q.prefix) {
+				list = append(list, r)
+			}
+		}
+	}
+	return slices.DeleteFunc(list, func(r *pbresource.Resource) bool { return !q.sel.Matches(r.Metadata) }), nil
 }
 
 // readCheckName is the name noteUnreadable reads: any valid name does.
@@ -376,3 +408,8 @@ type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// selectorFlag defines -l, the label selector of list and watch.
+func selectorFlag(fs *flag.FlagSet) *string {
+	return fs.String("l", "", "only resources whose metadata matches this label `selector`, as kubectl's -l: a=b, a!=b, 'a in (x,y)', 'a notin (x)', a, !a, comma-separated (the server filters, and loom again, as a Consul server ignores it)")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 )
 
 // Backoff between watches when the server answers Unavailable.
@@ -36,14 +37,17 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"changes since (otherwise the server sends a fresh snapshot, announced by a\n" +
 			"newSnapshot event). -since VERSION starts that way: only the changes after VERSION,\n" +
 			"a version an earlier watch printed (a resource's, or an endOfSnapshot's, delete's\n" +
-			"or bookmark's version in -o json).",
+			"or bookmark's version in -o json). With -l, only resources that match the selector:\n" +
+			"one that stops matching is printed as a delete, one that starts matching as an upsert.",
 		example: "loom watch foo.v1.Bar\n" +
 			"loom watch foo.v1.Bar -namespace '*' -o table\n" +
 			"loom watch foo.v1.Bar -timeout 30s\n" +
-			"loom watch foo.v1.Bar -since 4711 -o json",
+			"loom watch foo.v1.Bar -since 4711 -o json\n" +
+			"loom watch foo.v1.Bar -l team=payments",
 	}, stderr, true)
 	prefix := c.fs.String("prefix", "", "only names starting with this")
 	format := c.fs.String("o", formatJSON, "output `format`: json or table")
+	labels := selectorFlag(c.fs)
 	since := c.fs.String("since", "", "print only the changes after this store `version` (a fresh snapshot when the server no longer has them)")
 	// -timeout means something else here: how long to watch.
 	c.fs.Lookup("timeout").Usage = "stop watching after this long and exit 0 (0: until interrupted)"
@@ -60,6 +64,10 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageError{Err: err}
 	}
+	sel, err := selector.Parse(*labels)
+	if err != nil {
+		return usageError{Err: fmt.Errorf("-l: %w", err)}
+	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -71,9 +79,14 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer s.Close()
 	w := &eventWriter{p: s.printer(*format, stdout)}
+	if !sel.Empty() {
+		// A Consul server ignores the selector: filter again, with one
+		// filter across the streams of this watch.
+		w.filter = selector.NewWatchFilter(sel, *since != "")
+	}
 	// A Loom server may then send several events per message (Consul
 	// ignores the field); watchOnce prints them one by one.
-	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, SinceVersion: *since, BatchEvents: true}
+	req := &pbresource.WatchListRequest{Type: typ, Tenancy: c.tenancy(), NamePrefix: *prefix, SinceVersion: *since, BatchEvents: true, LabelSelector: *labels}
 	return c.withHint(watchLoop(ctx, s.client, req, w, stderr, retry.NewBackOff(rewatchBase, rewatchMax), c.hint))
 }
 
@@ -171,6 +184,9 @@ type eventWriter struct {
 	header     bool  // whether the table's header was printed
 	inSnapshot bool
 	pending    [][]string // the snapshot's lines, until its end
+	// filter, when not nil, applies -l to the events (again, for a server
+	// that ignores label_selector).
+	filter *selector.WatchFilter
 }
 
 var tableHeader = []string{"EVENT", "NAME", "TENANCY", "AGE", "VERSION", "STATUS"}
@@ -179,6 +195,10 @@ var tableHeader = []string{"EVENT", "NAME", "TENANCY", "AGE", "VERSION", "STATUS
 // snapshot, unless it resumes.
 func (w *eventWriter) startStream(resuming bool) {
 	w.inSnapshot = !resuming
+	if !resuming && w.filter != nil {
+		// A snapshot defines what the filter must know.
+		w.filter = selector.NewWatchFilter(w.filter.Selector(), false)
+	}
 	w.pending = w.pending[:0]
 }
 
@@ -195,6 +215,18 @@ func (w *eventWriter) advance(v string) {
 		w.resume = v
 	}
 	w.resumed = true
+}
+
+// skip moves the resume point past a change the filter left out.
+func (w *eventWriter) skip(ev *pbresource.WatchEvent) {
+	if w.inSnapshot {
+		return
+	}
+	if u := ev.GetUpsert(); u != nil {
+		w.advance(u.GetResource().GetVersion())
+	} else if d := ev.GetDelete(); d != nil {
+		w.advance(cmp.Or(d.GetVersion(), d.GetResource().GetVersion()))
+	}
 }
 
 func (w *eventWriter) flushSnapshot() {
@@ -231,6 +263,14 @@ func (w *eventWriter) line(cells []string) string {
 }
 
 func (w *eventWriter) write(ev *pbresource.WatchEvent) error {
+	if w.filter != nil {
+		out, ok := w.filter.Apply(ev)
+		if !ok {
+			w.skip(ev)
+			return nil
+		}
+		ev = out
+	}
 	var kind, version string
 	var res *pbresource.Resource
 	switch e := ev.Event.(type) {

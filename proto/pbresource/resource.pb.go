@@ -1429,9 +1429,11 @@ type WatchListRequest struct {
 	// LabelSelector, when set, keeps only resources whose metadata matches
 	// it, as in ListRequest. A resource that stops matching is sent as a
 	// Delete (carrying the resource as now stored, at the change's version)
-	// and one that starts matching as an Upsert, also on a resumed stream.
-	// Loom extension; Consul ignores it, so a client filters again on its
-	// side (and treats a non-matching Upsert as a Delete).
+	// and one that starts matching as an Upsert, also on a resumed stream,
+	// which may send (once) a Delete of a resource the client does not hold,
+	// as it cannot know what matched before. Loom extension; Consul ignores
+	// it, so a client filters again on its side (and treats a non-matching
+	// Upsert as a Delete).
 	LabelSelector string `protobuf:"bytes,7,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
