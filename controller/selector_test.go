@@ -240,12 +240,14 @@ type gatedClient struct {
 	gate    chan struct{} // nil: open
 	cancels []context.CancelFunc
 	opened  int
+	since   []string // each WatchList's since_version
 }
 
 func (g *gatedClient) WatchList(ctx context.Context, req *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
 	g.mu.Lock()
 	gate := g.gate
 	g.opened++
+	g.since = append(g.since, req.SinceVersion)
 	g.mu.Unlock()
 	if gate != nil {
 		select {
@@ -322,7 +324,11 @@ func TestSelectorAcrossRewatch(t *testing.T) {
 			release()
 			require.Eventually(t, func() bool { return rec.has("enters") && bars.has("Deleted leaves") }, 10*time.Second, time.Millisecond)
 			require.Equal(t, []string{"enters"}, cachedNames(t, m.Cache(), foo.BarV1Type))
-			require.NotContains(t, bars.all(), "Upserted outside")
+			require.ElementsMatch(t, []string{"Deleted leaves", "Upserted enters"}, bars.all())
+			client.mu.Lock()
+			defer client.mu.Unlock()
+			require.Len(t, client.since, 2)
+			require.NotEmpty(t, client.since[1], "the cache did not resume its watch")
 		})
 	}
 }
