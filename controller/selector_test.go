@@ -19,7 +19,6 @@ import (
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
-	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
 	"github.com/loomrt/loom/selector"
 )
@@ -105,13 +104,9 @@ func cachedNames(t *testing.T, c cache.ReadOnlyCache, typ *pbresource.Type) []st
 	return out
 }
 
-// TestSelectorCache checks that a controller with label selectors on its
-// managed type and on a watched type caches, maps and reconciles only the
-// matching resources, that a resource relabelled out of the selection
-// leaves the cache (its mapper and filters see a deletion) and one
-// relabelled in enters it; the same against a Loom server, which applies
-// the selector, and a Consul-like one, which ignores it.
-func TestSelectorCache(t *testing.T) {
+// eachServer runs test as subtests against a Loom service ("loom") and a
+// Consul-like one ("consul"), each with the example types.
+func eachServer(t *testing.T, test func(t *testing.T, svc *resourcetest.Service, consul bool)) {
 	for _, consul := range []bool{false, true} {
 		name := "loom"
 		opts := []resourcetest.ServiceOption{resourcetest.WithTypes(foo.RegisterTypes)}
@@ -119,69 +114,94 @@ func TestSelectorCache(t *testing.T) {
 			name = "consul"
 			opts = append(opts, resourcetest.ConsulLike(0))
 		}
-		t.Run(name, func(t *testing.T) {
-			svc := resourcetest.StartService(t, opts...)
-			payments := map[string]string{"team": "payments"}
-			other := map[string]string{"team": "search"}
-			writeLabelled(t, svc.Client, barID("bar-in"), barData(t), payments)
-			writeLabelled(t, svc.Client, barID("bar-out"), barData(t), other)
-			writeLabelled(t, svc.Client, barID("bar-bare"), barData(t), nil)
-			writeLabelled(t, svc.Client, zipID("zip-in"), zipData(t), payments)
-			writeLabelled(t, svc.Client, zipID("zip-out"), zipData(t), other)
-
-			spy := &selectorSpy{ResourceServiceClient: svc.Client}
-			m := newManager(t, spy)
-			sel := selector.MustParse("team = payments")
-			var rec reconciled
-			var zips eventLog
-			m.MustRegister(controller.NewController("payments", foo.BarV1Type).
-				WithSelector(foo.BarV1Type, sel).
-				WithWatch(foo.ZipType, func(_ context.Context, _ reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
-					return []reconcile.Request{{ID: barID("from-" + res.Id.Name)}}, nil
-				}).
-				WithSelector(foo.ZipType, sel).
-				WithEventFilter(foo.ZipType, zips.filter).
-				WithReconciler(&rec))
-			m.SetLeader(true)
-			runManager(t, m)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, m.WaitPrimed(ctx))
-
-			require.Equal(t, []string{"bar-in"}, cachedNames(t, m.Cache(), foo.BarV1Type))
-			require.Equal(t, []string{"zip-in"}, cachedNames(t, m.Cache(), foo.ZipType))
-			require.Eventually(t, func() bool { return rec.has("bar-in") }, 10*time.Second, time.Millisecond)
-
-			// Relabelled out: gone from the cache, and a deletion for the
-			// watch's filters and mapper.
-			writeLabelled(t, svc.Client, zipID("zip-in"), zipData(t), other)
-			require.Eventually(t, func() bool { return zips.has("Deleted zip-in") && rec.has("from-zip-in") },
-				10*time.Second, time.Millisecond, "zip-in was not deleted from the cache")
-			require.Equal(t, []string(nil), cachedNames(t, m.Cache(), foo.ZipType))
-			// Relabelled in: in the cache, mapped and reconciled.
-			writeLabelled(t, svc.Client, zipID("zip-out"), zipData(t), payments)
-			writeLabelled(t, svc.Client, barID("bar-bare"), barData(t), payments)
-			require.Eventually(t, func() bool { return rec.has("from-zip-out", "bar-bare") }, 10*time.Second, time.Millisecond)
-			require.Equal(t, []string{"bar-bare", "bar-in"}, cachedNames(t, m.Cache(), foo.BarV1Type))
-			require.Equal(t, []string{"zip-out"}, cachedNames(t, m.Cache(), foo.ZipType))
-			// Changes outside the selection are not seen at all; a marker
-			// write inside it shows that the ones before it were handled.
-			writeLabelled(t, svc.Client, zipID("zip-in"), zipData(t), map[string]string{"team": "other"})
-			writeLabelled(t, svc.Client, barID("bar-out"), barData(t), map[string]string{"team": "other"})
-			writeLabelled(t, svc.Client, zipID("zip-marker"), zipData(t), payments)
-			require.Eventually(t, func() bool { return rec.has("from-zip-marker") }, 10*time.Second, time.Millisecond)
-
-			require.False(t, rec.has("bar-out"), "a Bar outside the selection was reconciled")
-			require.Equal(t, []string{"Deleted zip-in", "Upserted zip-out", "Upserted zip-marker"}, zips.all())
-
-			spy.mu.Lock()
-			defer spy.mu.Unlock()
-			require.NotEmpty(t, spy.sent)
-			for _, s := range spy.sent {
-				require.True(t, strings.HasSuffix(s, " team=payments"), "a request without the selector: %q", s)
-			}
-		})
+		t.Run(name, func(t *testing.T) { test(t, resourcetest.StartService(t, opts...), consul) })
 	}
+}
+
+// TestSelectorCache checks that a controller with label selectors on its
+// managed type and on a watched type caches, maps and reconciles only the
+// matching resources, that a resource relabelled out of the selection
+// leaves the cache (its mapper and filters see a deletion) and one
+// relabelled in enters it; the same against a Loom server, which applies
+// the selector, and a Consul-like one, which ignores it.
+func TestSelectorCache(t *testing.T) {
+	eachServer(t, func(t *testing.T, svc *resourcetest.Service, consul bool) {
+		payments := map[string]string{"team": "payments"}
+		other := map[string]string{"team": "search"}
+		writeLabelled(t, svc.Client, barID("bar-in"), barData(t), payments)
+		writeLabelled(t, svc.Client, barID("bar-out"), barData(t), other)
+		writeLabelled(t, svc.Client, barID("bar-bare"), barData(t), nil)
+		writeLabelled(t, svc.Client, zipID("zip-in"), zipData(t), payments)
+		writeLabelled(t, svc.Client, zipID("zip-out"), zipData(t), other)
+
+		spy := &selectorSpy{ResourceServiceClient: svc.Client}
+		m := newManager(t, spy)
+		sel := selector.MustParse("team = payments")
+		var rec reconciled
+		var zips eventLog
+		m.MustRegister(controller.NewController("payments", foo.BarV1Type).
+			WithSelector(foo.BarV1Type, sel).
+			WithWatch(foo.ZipType, func(_ context.Context, _ reconcile.Runtime, res *pbresource.Resource) ([]reconcile.Request, error) {
+				return []reconcile.Request{{ID: barID("from-" + res.Id.Name)}}, nil
+			}).
+			WithSelector(foo.ZipType, sel).
+			WithEventFilter(foo.ZipType, zips.filter).
+			WithReconciler(&rec))
+		m.SetLeader(true)
+		runManager(t, m)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, m.WaitPrimed(ctx))
+
+		require.Equal(t, []string{"bar-in"}, cachedNames(t, m.Cache(), foo.BarV1Type))
+		require.Equal(t, []string{"zip-in"}, cachedNames(t, m.Cache(), foo.ZipType))
+		require.Eventually(t, func() bool { return rec.has("bar-in") }, 10*time.Second, time.Millisecond)
+
+		// Relabelled out: gone from the cache, and a deletion for the
+		// watch's filters and mapper.
+		writeLabelled(t, svc.Client, zipID("zip-in"), zipData(t), other)
+		require.Eventually(t, func() bool { return zips.has("Deleted zip-in") && rec.has("from-zip-in") },
+			10*time.Second, time.Millisecond, "zip-in was not deleted from the cache")
+		require.Equal(t, []string(nil), cachedNames(t, m.Cache(), foo.ZipType))
+		// Relabelled in: in the cache, mapped and reconciled.
+		writeLabelled(t, svc.Client, zipID("zip-out"), zipData(t), payments)
+		writeLabelled(t, svc.Client, barID("bar-bare"), barData(t), payments)
+		require.Eventually(t, func() bool { return rec.has("from-zip-out", "bar-bare") }, 10*time.Second, time.Millisecond)
+		require.Equal(t, []string{"bar-bare", "bar-in"}, cachedNames(t, m.Cache(), foo.BarV1Type))
+		require.Equal(t, []string{"zip-out"}, cachedNames(t, m.Cache(), foo.ZipType))
+		// Changes outside the selection are not seen at all; a marker
+		// write inside it shows that the ones before it were handled.
+		writeLabelled(t, svc.Client, zipID("zip-in"), zipData(t), map[string]string{"team": "other"})
+		writeLabelled(t, svc.Client, barID("bar-out"), barData(t), map[string]string{"team": "other"})
+		writeLabelled(t, svc.Client, zipID("zip-marker"), zipData(t), payments)
+		require.Eventually(t, func() bool { return rec.has("from-zip-marker") }, 10*time.Second, time.Millisecond)
+
+		require.False(t, rec.has("bar-out"), "a Bar outside the selection was reconciled")
+		require.Equal(t, []string{"Deleted zip-in", "Upserted zip-out", "Upserted zip-marker"}, zips.all())
+
+		spy.mu.Lock()
+		defer spy.mu.Unlock()
+		require.NotEmpty(t, spy.sent)
+		for _, s := range spy.sent {
+			require.True(t, strings.HasSuffix(s, " team=payments"), "a request without the selector: %q", s)
+		}
+	})
+}
+
+// runPayments runs a Manager with a controller of the Bars labelled
+// team=payments, and returns it, the log of its Bar events and what it
+// reconciled.
+func runPayments(t *testing.T, client pbresource.ResourceServiceClient) (*controller.Manager, *eventLog, *reconciled) {
+	t.Helper()
+	m := newManager(t, client)
+	bars, rec := &eventLog{}, &reconciled{}
+	m.MustRegister(controller.NewController("payments", foo.BarV1Type).
+		WithSelector(foo.BarV1Type, selector.MustParse("team=payments")).
+		WithEventFilter(foo.BarV1Type, bars.filter).
+		WithReconciler(rec))
+	m.SetLeader(true)
+	runManager(t, m)
+	return m, bars, rec
 }
 
 // TestSelectorStaleSnapshot checks that, against a Consul-like server that
@@ -194,31 +214,12 @@ func TestSelectorStaleSnapshot(t *testing.T) {
 	writeLabelled(t, svc.Client, barID("flip"), barData(t), payments)
 	// Another watch, open all along: its view (flip selected) is what
 	// later watches are served, followed by the changes after it.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	other, err := svc.Client.WatchList(ctx, &pbresource.WatchListRequest{Type: foo.BarV1Type,
-		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard}})
-	require.NoError(t, err)
-	for {
-		ev, err := other.Recv()
-		require.NoError(t, err)
-		if ev.GetEndOfSnapshot() != nil {
-			break
-		}
-	}
+	openView(t, svc.Client)
 	writeLabelled(t, svc.Client, barID("flip"), barData(t), map[string]string{"team": "search"})
 	writeLabelled(t, svc.Client, barID("flip"), barData(t), payments)
 	current := readBar(t, svc.Client, barID("flip")).Version
 
-	m := newManager(t, svc.Client)
-	var bars eventLog
-	var rec reconciled
-	m.MustRegister(controller.NewController("payments", foo.BarV1Type).
-		WithSelector(foo.BarV1Type, selector.MustParse("team=payments")).
-		WithEventFilter(foo.BarV1Type, bars.filter).
-		WithReconciler(&rec))
-	m.SetLeader(true)
-	runManager(t, m)
+	m, bars, rec := runPayments(t, svc.Client)
 	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer pcancel()
 	require.NoError(t, m.WaitPrimed(pctx))
@@ -232,105 +233,34 @@ func TestSelectorStaleSnapshot(t *testing.T) {
 	require.Equal(t, current, res.Version)
 }
 
-// gatedClient holds the WatchList calls made while it is closed, and can
-// break every open stream, as a lost connection would.
-type gatedClient struct {
-	pbresource.ResourceServiceClient
-	mu      sync.Mutex
-	gate    chan struct{} // nil: open
-	cancels []context.CancelFunc
-	opened  int
-	since   []string // each WatchList's since_version
-}
-
-func (g *gatedClient) WatchList(ctx context.Context, req *pbresource.WatchListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pbresource.WatchEvent], error) {
-	g.mu.Lock()
-	gate := g.gate
-	g.opened++
-	g.since = append(g.since, req.SinceVersion)
-	g.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	g.mu.Lock()
-	g.cancels = append(g.cancels, cancel)
-	g.mu.Unlock()
-	return g.ResourceServiceClient.WatchList(ctx, req, opts...)
-}
-
-// breakAndHold ends every open stream and holds the next ones until the
-// returned function is called; it returns once a new stream was asked for.
-func (g *gatedClient) breakAndHold(t *testing.T) (release func()) {
-	gate := make(chan struct{})
-	g.mu.Lock()
-	g.gate = gate
-	before := g.opened
-	for _, c := range g.cancels {
-		c()
-	}
-	g.cancels = nil
-	g.mu.Unlock()
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.opened > before
-	}, 10*time.Second, time.Millisecond)
-	return func() {
-		g.mu.Lock()
-		g.gate = nil
-		g.mu.Unlock()
-		close(gate)
-	}
-}
-
 // TestSelectorAcrossRewatch checks that changes made while the cache's
 // watch is broken, into and out of the selection, reach the cache once it
 // watches again (Loom resumes the watch; Consul sends a new snapshot).
 func TestSelectorAcrossRewatch(t *testing.T) {
-	for _, consul := range []bool{false, true} {
-		name := "loom"
-		opts := []resourcetest.ServiceOption{resourcetest.WithTypes(foo.RegisterTypes)}
-		if consul {
-			name = "consul"
-			opts = append(opts, resourcetest.ConsulLike(0))
-		}
-		t.Run(name, func(t *testing.T) {
-			svc := resourcetest.StartService(t, opts...)
-			payments := map[string]string{"team": "payments"}
-			other := map[string]string{"team": "search"}
-			writeLabelled(t, svc.Client, barID("leaves"), barData(t), payments)
-			writeLabelled(t, svc.Client, barID("enters"), barData(t), other)
-			client := &gatedClient{ResourceServiceClient: svc.Client}
-			m := newManager(t, client)
-			var bars eventLog
-			var rec reconciled
-			m.MustRegister(controller.NewController("payments", foo.BarV1Type).
-				WithSelector(foo.BarV1Type, selector.MustParse("team=payments")).
-				WithEventFilter(foo.BarV1Type, bars.filter).
-				WithReconciler(&rec))
-			m.SetLeader(true)
-			runManager(t, m)
-			require.Eventually(t, func() bool { return rec.has("leaves") }, 10*time.Second, time.Millisecond)
+	eachServer(t, func(t *testing.T, svc *resourcetest.Service, consul bool) {
+		payments := map[string]string{"team": "payments"}
+		other := map[string]string{"team": "search"}
+		writeLabelled(t, svc.Client, barID("leaves"), barData(t), payments)
+		writeLabelled(t, svc.Client, barID("enters"), barData(t), other)
+		client := &breakableClient{ResourceServiceClient: svc.Client}
+		m, bars, rec := runPayments(t, client)
+		require.Eventually(t, func() bool { return rec.has("leaves") }, 10*time.Second, time.Millisecond)
 
-			release := client.breakAndHold(t)
-			writeLabelled(t, svc.Client, barID("leaves"), barData(t), other)
-			writeLabelled(t, svc.Client, barID("enters"), barData(t), payments)
-			writeLabelled(t, svc.Client, barID("outside"), barData(t), other)
-			release()
-			require.Eventually(t, func() bool { return rec.has("enters") && bars.has("Deleted leaves") }, 10*time.Second, time.Millisecond)
-			require.Equal(t, []string{"enters"}, cachedNames(t, m.Cache(), foo.BarV1Type))
-			require.ElementsMatch(t, []string{"Deleted leaves", "Upserted enters"}, bars.all())
-			client.mu.Lock()
-			defer client.mu.Unlock()
-			require.Len(t, client.since, 2)
-			require.NotEmpty(t, client.since[1], "the cache did not resume its watch")
-		})
-	}
+		client.breakStreams()
+		writeLabelled(t, svc.Client, barID("leaves"), barData(t), other)
+		writeLabelled(t, svc.Client, barID("enters"), barData(t), payments)
+		writeLabelled(t, svc.Client, barID("outside"), barData(t), other)
+		client.reopen()
+		require.Eventually(t, func() bool { return rec.has("enters") && bars.has("Deleted leaves") }, 10*time.Second, time.Millisecond)
+		require.Equal(t, []string{"enters"}, cachedNames(t, m.Cache(), foo.BarV1Type))
+		require.ElementsMatch(t, []string{"Deleted leaves", "Upserted enters"}, bars.all())
+		rewatch, ok := client.stream(1)
+		require.True(t, ok)
+		require.NotEmpty(t, rewatch.since, "the cache did not resume its watch")
+		if !consul {
+			require.Zero(t, rewatch.newSnap, "Loom could not resume the watch")
+		}
+	})
 }
 
 // TestSelectorsMustAgree checks that the controllers of a Manager that
