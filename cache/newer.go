@@ -26,6 +26,26 @@ func (c *Cache) UpsertNewer(res *pbresource.Resource) (old *pbresource.Resource,
 	return old, err == nil, err
 }
 
+// DeleteOlder removes the cached resource with res's ID unless the cache
+// holds the same resource (same Uid) at res's version or a later one, and
+// returns what it removed (nil if nothing). It is UpsertNewer for a state
+// of a resource the cache is not to hold (it left the cache's label
+// selection): a replayed older state does not remove a newer one.
+func (c *Cache) DeleteOlder(res *pbresource.Resource) (*pbresource.Resource, error) {
+	tc, err := c.typeCache(res.GetId().GetType())
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	k := idKeyOf(res.Id)
+	prev, ok := tc.byID.get(k)
+	if !ok || prev.res.GetId().GetUid() == res.GetId().GetUid() && !versionAfter(res.Version, prev.res.Version) {
+		return nil, nil
+	}
+	return tc.delete(k), nil
+}
+
 // DeleteSame is Delete of exactly id: it removes the cached resource only
 // when it has id's Uid (or either Uid is empty), so that a replayed
 // deletion of an earlier incarnation spares a resource created again

@@ -78,3 +78,30 @@ func TestUpsertNewerVersions(t *testing.T) {
 		assert.Equal(t, tc.applied, applied, "%s after %s", tc.next, tc.cached)
 	}
 }
+
+// TestDeleteOlder checks that a later state of a resource removes it, that
+// a replayed older or equal state does not, and that another Uid's state
+// does.
+func TestDeleteOlder(t *testing.T) {
+	c := newCache(t)
+	_, _ = c.Upsert(res(artistType, "a", "10", nil, nil))
+
+	gone, err := c.DeleteOlder(res(artistType, "a", "9", nil, nil))
+	require.NoError(t, err)
+	assert.Nil(t, gone, "an older state removed a newer one")
+	gone, _ = c.DeleteOlder(res(artistType, "a", "10", nil, nil))
+	assert.Nil(t, gone, "the same state removed it")
+	assert.Equal(t, 1, c.Len(artistType))
+	gone, _ = c.DeleteOlder(res(artistType, "a", "11", nil, nil))
+	require.NotNil(t, gone)
+	assert.Equal(t, "10", gone.Version)
+	assert.Equal(t, 0, c.Len(artistType))
+	gone, _ = c.DeleteOlder(res(artistType, "a", "12", nil, nil))
+	assert.Nil(t, gone, "removed what the cache does not hold")
+
+	_, _ = c.Upsert(res(artistType, "b", "10", nil, nil))
+	other := res(artistType, "b", "5", nil, nil)
+	other.Id.Uid = "other"
+	gone, _ = c.DeleteOlder(other)
+	assert.NotNil(t, gone, "another Uid is another resource")
+}

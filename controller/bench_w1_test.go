@@ -239,14 +239,22 @@ type runningManager struct {
 // any are given.
 func startManager(b *testing.B, client pbresource.ResourceServiceClient, rec reconcile.Reconciler, filters ...predicate.Predicate) *runningManager {
 	b.Helper()
+	return startManagerWith(b, client, rec, func(c *controller.Controller) {
+		if len(filters) > 0 {
+			c.WithEventFilter(widgetType, filters...)
+		}
+	})
+}
+
+// startManagerWith runs the W1 controller, declared further by declare.
+func startManagerWith(b *testing.B, client pbresource.ResourceServiceClient, rec reconcile.Reconciler, declare func(*controller.Controller)) *runningManager {
+	b.Helper()
 	m, err := controller.NewManager(client, nil, controller.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	c := controller.NewController("widget", widgetType).WithReconciler(rec)
-	if len(filters) > 0 {
-		c.WithEventFilter(widgetType, filters...)
-	}
+	declare(c)
 	m.MustRegister(c)
 	m.SetLeader(true)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -34,9 +34,10 @@ import (
 func (w *cacheWatcher) confirm(ctx context.Context, typ *pbresource.Type, snapshot []*pbresource.Resource) ([]*pbresource.Resource, uint64, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, resource.ConsistencyModeKey, resource.ConsistencyModeConsistent)
 	req := &pbresource.ListRequest{
-		Type:     typ,
-		Tenancy:  &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
-		PageSize: confirmPageSize,
+		Type:          typ,
+		Tenancy:       &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+		PageSize:      confirmPageSize,
+		LabelSelector: w.Selector.String(),
 	}
 	var listed []*pbresource.Resource
 	for {
@@ -50,7 +51,12 @@ func (w *cacheWatcher) confirm(ctx context.Context, typ *pbresource.Type, snapsh
 			// again.
 			return nil, 0, err
 		}
-		listed = append(listed, rsp.Resources...)
+		// Consul ignores label_selector: keep only what matches.
+		for _, res := range rsp.Resources {
+			if w.Selector.Matches(res.Metadata) {
+				listed = append(listed, res)
+			}
+		}
 		if rsp.NextPageToken == "" {
 			break
 		}
@@ -91,6 +97,22 @@ func (w *cacheWatcher) upsert(res *pbresource.Resource, unversioned bool, floor 
 		return nil, false, nil
 	}
 	return w.Cache.UpsertNewer(res)
+}
+
+// unselect applies a change from the stream to a resource that does not
+// match the watcher's selector: the cache no longer holds it. It returns
+// what the cache held, nil if nothing was removed. With a server whose
+// snapshots are confirmed (unversioned), a change at or before floor, or
+// older than the cached state of the same resource, is a replay and
+// removes nothing (as in upsert).
+func (w *cacheWatcher) unselect(res *pbresource.Resource, unversioned bool, floor uint64) (*pbresource.Resource, error) {
+	if !unversioned {
+		return w.Cache.Delete(res.Id)
+	}
+	if n, err := strconv.ParseUint(res.GetVersion(), 10, 64); err == nil && n <= floor {
+		return nil, nil
+	}
+	return w.Cache.DeleteOlder(res)
 }
 
 // serverProbe learns from the first snapshot any of a Manager's watches

@@ -165,18 +165,7 @@ func TestStaleSnapshot(t *testing.T) {
 	writeBar(t, svc.Client, "old", "o", nil)
 	// Another watch of the type, open all along: its snapshot (with only
 	// "old") is the view later watches are served.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	other, err := svc.Client.WatchList(ctx, &pbresource.WatchListRequest{Type: foo.BarV1Type,
-		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard}})
-	require.NoError(t, err)
-	for {
-		ev, err := other.Recv()
-		require.NoError(t, err)
-		if ev.GetEndOfSnapshot() != nil {
-			break
-		}
-	}
+	openView(t, svc.Client)
 	writeBar(t, svc.Client, "new-1", "1", nil)
 	writeBar(t, svc.Client, "new-2", "2", nil)
 	writeBar(t, svc.Client, "old", "changed", nil) // the view has its first version
@@ -218,7 +207,7 @@ func TestStaleSnapshot(t *testing.T) {
 	// stale stream replays both, after the List that confirms its
 	// snapshot, which is newer ("old" was written after them).
 	writeBar(t, svc.Client, "ghost", "g", nil)
-	_, err = svc.Client.Delete(context.Background(), &pbresource.DeleteRequest{Id: barID("ghost")})
+	_, err := svc.Client.Delete(context.Background(), &pbresource.DeleteRequest{Id: barID("ghost")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		res, _ := m.Cache().GetByID(barID("ghost"))
@@ -260,6 +249,25 @@ func TestStaleSnapshot(t *testing.T) {
 		res, err := m.Cache().GetByID(barID(name))
 		require.NoError(t, err)
 		require.NotNil(t, res, "%s vanished from the cache", name)
+	}
+}
+
+// openView opens a watch of every Bar, read up to its EndOfSnapshot and
+// left open until the test ends: on a Consul-like service that serves
+// stale snapshots, its snapshot is the view later watches are served.
+func openView(t *testing.T, client pbresource.ResourceServiceClient) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	view, err := client.WatchList(ctx, &pbresource.WatchListRequest{Type: foo.BarV1Type,
+		Tenancy: &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard}})
+	require.NoError(t, err)
+	for {
+		ev, err := view.Recv()
+		require.NoError(t, err)
+		if ev.GetEndOfSnapshot() != nil {
+			return
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 )
 
 // Controller declares one controller. Build it with NewController and the
@@ -23,6 +24,7 @@ type Controller struct {
 	watches     []watch
 	queries     []namedQuery
 	filters     []eventFilter
+	selections  []selection
 	reconciler  reconcile.Reconciler
 	initializer reconcile.Initializer
 	placement   Placement
@@ -46,6 +48,12 @@ type watch struct {
 type eventFilter struct {
 	typ        *pbresource.Type
 	predicates []predicate.Predicate
+}
+
+// selection is one WithSelector: the resources of typ the controller sees.
+type selection struct {
+	typ *pbresource.Type
+	sel selector.Selector
 }
 
 type namedQuery struct {
@@ -104,6 +112,33 @@ func (c *Controller) WithOwned(typ *pbresource.Type, indexes ...*cache.Index) *C
 func (c *Controller) WithEventFilter(typ *pbresource.Type, predicates ...predicate.Predicate) *Controller {
 	c.filters = append(c.filters, eventFilter{typ: typ, predicates: predicates})
 	return c
+}
+
+// WithSelector makes the controller see only the resources of typ (the
+// managed type, or a type it watches) whose metadata match sel, as
+// controller-runtime's cache.Options.ByObject: the Manager's cache holds
+// only those (so its memory follows the selection), and its indexes,
+// queries, mappers, event filters and reconciles see only those. A
+// resource that stops matching is, for them, deleted; one that starts
+// matching is created. The cache is shared by the Manager's controllers,
+// so every controller of a Manager that manages or watches typ must select
+// the same resources of it (Register fails otherwise); without
+// WithSelector a controller selects all of them. Build sel with
+// selector.Parse (or selector.MustParse for constants).
+func (c *Controller) WithSelector(typ *pbresource.Type, sel selector.Selector) *Controller {
+	c.selections = append(c.selections, selection{typ: typ, sel: sel})
+	return c
+}
+
+// selectorOf returns the selector the controller declared for typ;
+// Everything if none.
+func (c *Controller) selectorOf(typ *pbresource.Type) selector.Selector {
+	for _, s := range c.selections {
+		if resource.EqualUnversionedType(s.typ, typ) {
+			return s.sel
+		}
+	}
+	return selector.Everything()
 }
 
 // WithQuery registers a named query on the cache, for the controller's
@@ -224,6 +259,17 @@ func (c *Controller) validate() error {
 				break
 			}
 		}
+	}
+	selected := map[string]bool{}
+	for _, s := range c.selections {
+		key := resource.UnversionedTypeString(s.typ)
+		switch {
+		case s.typ == nil || !seen[key]:
+			problems = append(problems, fmt.Sprintf("WithSelector(%s): not the managed type nor a watched one", resource.TypeString(s.typ)))
+		case selected[key]:
+			problems = append(problems, fmt.Sprintf("WithSelector(%s): the type has a selector already", resource.TypeString(s.typ)))
+		}
+		selected[key] = true
 	}
 	queryNames := map[string]bool{}
 	for _, q := range c.queries {

@@ -4,6 +4,7 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
+	"github.com/loomrt/loom/selector"
 )
 
 // Description is what a Controller was declared with. Test kits and tools
@@ -15,8 +16,11 @@ type Description struct {
 	ManagedType *pbresource.Type
 	// Indexes are the extra cache indexes of the managed type.
 	Indexes []*cache.Index
-	Watches []WatchDescription
-	Queries []QueryDescription
+	// Selector selects the resources of the managed type the controller
+	// sees (WithSelector); the zero Selector selects all.
+	Selector selector.Selector
+	Watches  []WatchDescription
+	Queries  []QueryDescription
 	// Reconciler and Initializer are nil when they were not set.
 	Reconciler  reconcile.Reconciler
 	Initializer reconcile.Initializer
@@ -27,6 +31,8 @@ type WatchDescription struct {
 	Type    *pbresource.Type
 	Mapper  reconcile.DependencyMapper
 	Indexes []*cache.Index
+	// Selector selects the resources of Type the controller sees.
+	Selector selector.Selector
 }
 
 // QueryDescription is one WithQuery of a controller.
@@ -41,11 +47,12 @@ func (c *Controller) Describe() Description {
 		Name:        c.name,
 		ManagedType: c.managedType,
 		Indexes:     append([]*cache.Index(nil), c.indexes...),
+		Selector:    c.selectorOf(c.managedType),
 		Reconciler:  c.reconciler,
 		Initializer: c.initializer,
 	}
 	for _, w := range c.watches {
-		d.Watches = append(d.Watches, WatchDescription{Type: w.typ, Mapper: w.mapper, Indexes: append([]*cache.Index(nil), w.indexes...)})
+		d.Watches = append(d.Watches, WatchDescription{Type: w.typ, Mapper: w.mapper, Indexes: append([]*cache.Index(nil), w.indexes...), Selector: c.selectorOf(w.typ)})
 	}
 	for _, q := range c.queries {
 		d.Queries = append(d.Queries, QueryDescription{Name: q.name, Query: q.query})

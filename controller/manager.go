@@ -10,6 +10,7 @@ import (
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -39,6 +40,11 @@ type Manager struct {
 	subs   map[string][]*subscription
 
 	primed map[string]chan struct{}
+
+	// selections holds, per unversioned type, the selector of the
+	// controllers that manage or watch it (they all agree) and the name of
+	// the first of them, for messages.
+	selections map[string]typeSelection
 
 	// singletons counts singleton controllers running now; SetLeader(false)
 	// waits for it to reach zero.
@@ -97,6 +103,8 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 		flag:   newFlagLease(),
 		subs:   make(map[string][]*subscription),
 		primed: make(map[string]chan struct{}),
+
+		selections: make(map[string]typeSelection),
 	}
 	m.lease = m.flag
 	m.stopped = sync.NewCond(&m.singletonsMu)
@@ -158,6 +166,9 @@ func (m *Manager) Register(c *Controller) error {
 			return fmt.Errorf("controller %q is registered twice", c.name)
 		}
 	}
+	if err := m.checkSelections(c); err != nil {
+		return err
+	}
 	if err := m.cache.AddType(c.managedType, c.indexes...); err != nil {
 		return fmt.Errorf("controller %q: %w", c.name, err)
 	}
@@ -176,9 +187,45 @@ func (m *Manager) Register(c *Controller) error {
 		if _, ok := m.primed[key]; !ok {
 			m.primed[key] = make(chan struct{})
 		}
+		if _, ok := m.selections[key]; !ok {
+			m.selections[key] = typeSelection{sel: c.selectorOf(t), by: c.name}
+		}
 	}
 	m.controllers = append(m.controllers, c)
 	return nil
+}
+
+// typeSelection is the selector of a type in a Manager's cache, and the
+// first controller that declared it.
+type typeSelection struct {
+	sel selector.Selector
+	by  string
+}
+
+// checkSelections reports a type c manages or watches with another
+// selector than the controllers registered before: they share the cache,
+// which holds one selection per type.
+func (m *Manager) checkSelections(c *Controller) error {
+	for _, t := range c.types() {
+		prev, ok := m.selections[resource.UnversionedTypeString(t)]
+		if !ok {
+			continue
+		}
+		if sel := c.selectorOf(t); sel.String() != prev.sel.String() {
+			return fmt.Errorf("controller %q selects %s of type %s, but controller %q selects %s; "+
+				"the controllers of a Manager share its cache, so they must select the same resources of a type (WithSelector)",
+				c.name, describeSelector(sel), resource.UnversionedTypeString(t), prev.by, describeSelector(prev.sel))
+		}
+	}
+	return nil
+}
+
+// describeSelector renders sel for a message.
+func describeSelector(sel selector.Selector) string {
+	if sel.Empty() {
+		return "every resource (no selector)"
+	}
+	return "the resources matching " + resource.Quote(sel.String())
 }
 
 // MustRegister is Register that panics on error: a misconfigured controller
@@ -208,6 +255,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		primed := countdown(len(gvs), m.primed[key])
 		for i, t := range gvs {
 			w := &cacheWatcher{
+				Selector: m.selections[key].sel,
 				Client:   m.client,
 				Cache:    m.cache,
 				Logger:   m.logger.Named("cache"),

@@ -17,6 +17,7 @@ import (
 	"github.com/loomrt/loom/internal/retry"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,6 +30,10 @@ type cacheWatcher struct {
 	Client pbresource.ResourceServiceClient
 	// Cache receives the resources.
 	Cache *cache.Cache
+	// Selector selects the resources the cache holds (the zero Selector:
+	// all). It is sent to the server and applied again to what comes
+	// back, since Consul's server ignores it.
+	Selector selector.Selector
 	// Logger, if set, logs stream breaks.
 	Logger hclog.Logger
 	// Probe, if set, is told by the first snapshot whether the server
@@ -64,6 +69,11 @@ type cacheWatcher struct {
 // a consistent List, and the stream's changes that replay older states are
 // not applied (see confirm). Such a server keeps only typ's GroupVersion,
 // so its snapshot replaces only that GroupVersion in the cache.
+//
+// With a Selector, the cache holds only the matching resources: a
+// snapshot keeps those, and a change to a resource that does not match is
+// its deletion for the cache and sink (dropped if the cache does not hold
+// it), as Loom's server sends it for a resource that leaves the selection.
 func (w *cacheWatcher) Run(ctx context.Context, typ *pbresource.Type, sink func(cache.Event), primed func()) error {
 	if !w.Cache.HasType(typ) {
 		return fmt.Errorf("type %s was not added to the cache", resource.TypeString(typ))
@@ -148,11 +158,12 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 	// (batch_events), which Unbatched hands out one by one; in process, and
 	// from Consul, every message is one event anyway.
 	stream, err := w.Client.WatchList(ctx, &pbresource.WatchListRequest{
-		Type:         typ,
-		Tenancy:      &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
-		SinceVersion: resume.version,
-		Bookmarks:    true,
-		BatchEvents:  true,
+		Type:          typ,
+		Tenancy:       &pbresource.Tenancy{Partition: resource.Wildcard, Namespace: resource.Wildcard},
+		SinceVersion:  resume.version,
+		Bookmarks:     true,
+		BatchEvents:   true,
+		LabelSelector: w.Selector.String(),
 	}, grpc.ForceCodecV2(pbdecode.NewCodec()))
 	if err != nil {
 		return false, err
@@ -201,12 +212,27 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 				// since_version and this is a snapshot.
 				resuming, inSnapshot = false, true
 			}
+			matches := w.Selector.Matches(res.Metadata)
 			if inSnapshot {
-				snapshot = append(snapshot, res)
+				if matches {
+					snapshot = append(snapshot, res)
+				}
 				continue
 			}
 			current = true
 			resume.advance(res.Version)
+			if !matches {
+				// Left the selection, or changed outside it.
+				old, err := w.unselect(res, unversioned, floor)
+				if err != nil {
+					return true, err
+				}
+				if old != nil {
+					sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
+				}
+				markApplied(progress, resume)
+				continue
+			}
 			old, applied, err := w.upsert(res, unversioned, floor)
 			if err != nil {
 				return true, err

@@ -16,6 +16,7 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -230,14 +231,33 @@ func (h *ControllerHarness) Runtime() reconcile.Runtime {
 
 // Write writes the resource b declares to the service (see
 // ResourceBuilder.Write), puts the stored result in the cache when it is of
-// one of the controller's types, and returns it.
+// one of the controller's types and its selector (WithSelector) selects
+// it, removes it from the cache when it does not, and returns it.
 func (h *ControllerHarness) Write(t T, b *ResourceBuilder) *pbresource.Resource {
 	t.Helper()
 	res := b.Write(t, h.Client)
-	if h.Cache.HasType(res.Id.Type) {
+	if !h.Cache.HasType(res.Id.Type) {
+		return res
+	}
+	if h.selectorOf(res.Id.Type).Matches(res.Metadata) {
 		h.Upsert(t, res)
+	} else if _, err := h.Cache.Delete(res.Id); err != nil {
+		fatalf(t, "resourcetest: removing %s from the cache of controller %q: %v", resource.IDString(res.GetId()), h.name, err)
 	}
 	return res
+}
+
+// selectorOf returns the selector the controller declared for typ.
+func (h *ControllerHarness) selectorOf(typ *pbresource.Type) selector.Selector {
+	if resource.EqualUnversionedType(typ, h.desc.ManagedType) {
+		return h.desc.Selector
+	}
+	for _, w := range h.desc.Watches {
+		if resource.EqualUnversionedType(typ, w.Type) {
+			return w.Selector
+		}
+	}
+	return selector.Everything()
 }
 
 // Upsert puts resources (copies) in the cache only, leaving the service
@@ -253,8 +273,8 @@ func (h *ControllerHarness) Upsert(t T, resources ...*pbresource.Resource) {
 }
 
 // Sync makes the cache hold exactly what the service holds now, for every
-// type the controller manages or watches, as a Manager's cache does once
-// primed.
+// type the controller manages or watches (only what its selectors select),
+// as a Manager's cache does once primed.
 func (h *ControllerHarness) Sync(t T) {
 	t.Helper()
 	types := []*pbresource.Type{h.desc.ManagedType}
@@ -275,6 +295,14 @@ func (h *ControllerHarness) Sync(t T) {
 			}
 			replace = h.Cache.ReplaceGroupVersion
 		}
+		sel := h.selectorOf(typ)
+		selected := snapshot[:0]
+		for _, res := range snapshot {
+			if sel.Matches(res.Metadata) {
+				selected = append(selected, res)
+			}
+		}
+		snapshot = selected
 		if _, err := replace(typ, snapshot); err != nil {
 			fatalf(t, "resourcetest: loading %s into the cache: %v", resource.TypeString(typ), err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/resourcetest"
+	"github.com/loomrt/loom/selector"
 )
 
 func TestRunControllers(t *testing.T) {
@@ -258,4 +259,32 @@ func TestRunControllersWithRejectedManagerOption(t *testing.T) {
 			resourcetest.WithManagerOptions(controller.WithMetrics(reg), controller.WithMetrics(reg)))
 	})
 	requireFailed(t, f, true, "creating the controller manager", "registering controller metrics")
+}
+
+// TestHarnessSelection checks that the harness's cache, like a Manager's,
+// holds only what the controller's selector selects, on Sync and on Write.
+func TestHarnessSelection(t *testing.T) {
+	svc := startService(t)
+	ctrl := controller.NewController("payments", foo.BarV1Type).
+		WithSelector(foo.BarV1Type, selector.MustParse("team=payments")).
+		WithReconciler(reconcile.ReconcileFunc(func(context.Context, reconcile.Runtime, reconcile.Request) error { return nil }))
+	h := resourcetest.NewControllerHarness(t, svc.Client, ctrl)
+	bar := func(name, team string) *resourcetest.ResourceBuilder {
+		return svc.Resource(foo.BarV1Type, name).WithData(t, &pbfoov1.Bar{Baz: name}).WithMeta("team", team)
+	}
+	bar("in", "payments").Write(t, svc.Client)
+	bar("out", "search").Write(t, svc.Client)
+	h.Sync(t)
+	require.Equal(t, 1, h.Cache.Len(foo.BarV1Type))
+	in, err := h.Cache.GetByID(svc.Resource(foo.BarV1Type, "in").ID())
+	require.NoError(t, err)
+	require.NotNil(t, in)
+
+	h.Write(t, bar("in", "search"))
+	h.Write(t, bar("new", "payments"))
+	h.Write(t, bar("new-out", "search"))
+	require.Equal(t, 1, h.Cache.Len(foo.BarV1Type))
+	got, err := h.Cache.GetByID(svc.Resource(foo.BarV1Type, "new").ID())
+	require.NoError(t, err)
+	require.NotNil(t, got)
 }
