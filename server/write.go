@@ -124,6 +124,7 @@ func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resou
 		create:   create,
 	}
 	var out *pbresource.Resource
+	name := res.Id // before a create attempt gives res a Uid
 	if create {
 		// A Create expects the name free: try that first, without a read
 		// (the backend's compare-and-swap refuses a taken name), and read
@@ -133,7 +134,7 @@ func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resou
 			return out, err
 		}
 	}
-	err := s.readModifyWrite(ctx, res.Id, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
+	err := s.readModifyWrite(ctx, name, storage.EventualConsistency, func(stored *pbresource.Resource, consistency storage.ReadConsistency) (err error) {
 		if stored == nil {
 			out, err = s.create(ctx, in, consistency)
 		} else {
