@@ -32,8 +32,15 @@ type requestLogger struct {
 }
 
 func newRequestLogger(base hclog.Logger, req reconcile.Request) *requestLogger {
+	l := new(requestLogger)
+	l.init(base, req)
+	return l
+}
+
+// init makes l, which is new, the logger of req.
+func (l *requestLogger) init(base hclog.Logger, req reconcile.Request) {
 	_, intercept := base.(hclog.InterceptLogger)
-	return &requestLogger{Logger: base, id: req.ID, gate: !intercept}
+	l.Logger, l.id, l.gate = base, req.ID, !intercept
 }
 
 func (l *requestLogger) get() hclog.Logger {
@@ -101,6 +108,28 @@ func (l *requestLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Wri
 // writeRecorder.
 func (w *worker) runtimeFor(req reconcile.Request) reconcile.Runtime {
 	rt := w.rt
-	rt.Logger = newRequestLogger(w.logger, req)
+	rt.Logger = w.loggers.next(w.logger, req)
 	return rt
+}
+
+// requestLoggers hands out the request loggers of one worker from slabs,
+// one allocation per slab instead of one per reconcile. Each logger is
+// used once, so a reconciler may keep its logger past the reconcile (a
+// kept logger keeps its slab alive: a few kilobytes). Only the worker
+// touches it.
+type requestLoggers struct {
+	slab []requestLogger
+}
+
+// loggerSlab is how many request loggers a slab holds.
+const loggerSlab = 32
+
+func (ls *requestLoggers) next(base hclog.Logger, req reconcile.Request) *requestLogger {
+	if len(ls.slab) == 0 {
+		ls.slab = make([]requestLogger, loggerSlab)
+	}
+	l := &ls.slab[0]
+	ls.slab = ls.slab[1:]
+	l.init(base, req)
+	return l
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"io"
 	"testing"
 
@@ -28,4 +29,23 @@ func TestRequestLoggerIsLazy(t *testing.T) {
 	l.Info("logged")
 	assert.Equal(t, []interface{}{"request", "p/n/a"}, l.ImpliedArgs())
 	_ = sink
+}
+
+// TestRequestLoggersKeepTheirRequest: the loggers a worker hands out from
+// its slabs are each their request's, even when a reconciler keeps its
+// logger past its reconcile and later ones are handed out meanwhile.
+func TestRequestLoggersKeepTheirRequest(t *testing.T) {
+	base := hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Info})
+	var ls requestLoggers
+	var kept []*requestLogger
+	for i := 0; i < 2*loggerSlab+3; i++ {
+		id := &pbresource.ID{Name: fmt.Sprint(i), Tenancy: &pbresource.Tenancy{Partition: "p", Namespace: "n"}}
+		kept = append(kept, ls.next(base, reconcile.Request{ID: id}))
+	}
+	for i, l := range kept {
+		l.Info("logged")
+		assert.Equal(t, []interface{}{"request", "p/n/" + fmt.Sprint(i)}, l.ImpliedArgs())
+	}
+	per := testing.AllocsPerRun(10*loggerSlab, func() { _ = ls.next(base, reconcile.Request{ID: kept[0].id}) })
+	assert.Less(t, per, 0.1, "one allocation per slab")
 }

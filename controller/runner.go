@@ -166,6 +166,7 @@ type worker struct {
 	own     *ownWrites
 	writes  writeRecorder // rt.Client
 	gates   gates
+	loggers requestLoggers
 }
 
 // run reconciles keys until the queue shuts down. A key goes back to the
