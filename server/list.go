@@ -108,7 +108,7 @@ func (s *Server) List(ctx context.Context, req *pbresource.ListRequest) (*pbreso
 		}
 		return page, nil
 	}
-	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, budget, storage.PageKeyOf)
+	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after, Labels: sel.Prefilter()}, list, keep, budget, storage.PageKeyOf)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +383,7 @@ func (s *Server) ListByOwner(ctx context.Context, req *pbresource.ListByOwnerReq
 		}
 		return page, nil
 	}
-	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after}, list, keep, budget, storage.OwnedPageKeyOf)
+	out, version, next, err := fillPage(int(req.PageSize), storage.PageRequest{Version: tok.version, After: tok.after, Labels: sel.Prefilter()}, list, keep, budget, storage.OwnedPageKeyOf)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/selector"
 )
 
 // Wildcard, in a Tenancy field of List or WatchList, matches every value of
@@ -386,6 +387,12 @@ type PageRequest struct {
 
 	// Limit is the most resources the page holds; 0 means no limit.
 	Limit int
+
+	// Labels, when selective, lets the backend leave out resources whose
+	// metadata cannot match a label selector. It is a hint: a backend may
+	// ignore it, and the caller still checks what it gets with the
+	// selector's Matches.
+	Labels selector.Prefilter
 }
 
 // Page is one page of a paged listing.

@@ -88,6 +88,7 @@ import (
 
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/selector"
 	"github.com/loomrt/loom/storage"
 )
 
@@ -273,12 +274,15 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 // entry is one stored name for the lifetime of a resource: it is created by
 // the write that creates the resource and marked removed by its deletion.
 //
-// It takes 72 bytes, the 80-byte size class (the history pointer took it
-// from 64); it does not keep sizeOf(res), which a deletion recomputes.
+// It takes 80 bytes, a size class of its own (the history pointer and the
+// signature took it from 64); it does not keep sizeOf(res), which a
+// deletion recomputes.
 type entry struct {
 	key rkey
 	// res is the stored message, shared read-only with callers.
 	res *pbresource.Resource
+	// sig is the signature of res's metadata, for selective listings.
+	sig selector.Signature
 	// hist is the name's history (history.go), nil when none is kept.
 	hist    *nameHistory
 	removed bool
@@ -462,7 +466,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 
 	var prev *pbresource.Resource
 	if e == nil {
-		e = &entry{key: key, res: stored}
+		e = &entry{key: key, res: stored, sig: selector.SignatureOf(stored.Metadata)}
 		ti.insert(e)
 		if stored.Owner != nil {
 			b.addOwned(ownerKeyOf(stored.Owner), e)
@@ -471,6 +475,7 @@ func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e 
 		old := e.res
 		prev = old
 		e.res = stored
+		e.sig = selector.SignatureOf(stored.Metadata)
 		if old.Owner != nil || stored.Owner != nil {
 			if old.Owner == nil || stored.Owner == nil || ownerKeyOf(old.Owner) != ownerKeyOf(stored.Owner) {
 				if old.Owner != nil {
@@ -588,7 +593,7 @@ func (b *Backend) List(_ context.Context, _ storage.ReadConsistency, resType sto
 		return nil, nil
 	}
 	if !ti.dirty() {
-		out := ti.list(f)
+		out := ti.list(f, selector.Prefilter{})
 		b.mu.RUnlock()
 		return out, nil
 	}
@@ -603,7 +608,7 @@ func (b *Backend) List(_ context.Context, _ storage.ReadConsistency, resType sto
 		return nil, nil
 	}
 	ti.merge()
-	return ti.list(f), nil
+	return ti.list(f, selector.Prefilter{}), nil
 }
 
 // OwnerReferences returns the IDs of the resources whose Owner is id (type

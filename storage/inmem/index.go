@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/selector"
 	"github.com/loomrt/loom/storage"
 )
 
@@ -97,13 +98,23 @@ func (ti *typeIndex) merge() {
 	ti.removed = 0
 }
 
-// list returns the stored resources that match f, in key order. sorted must
-// be up to date; the caller holds the store lock.
-func (ti *typeIndex) list(f filter) []*pbresource.Resource {
+// list returns the stored resources that match f, in key order, leaving out
+// those labels rules out. sorted must be up to date; the caller holds the
+// store lock.
+func (ti *typeIndex) list(f filter, labels selector.Prefilter) []*pbresource.Resource {
 	lo, hi, exact := ti.bounds(f)
 	s := ti.sorted
 	if lo == hi {
 		return nil
+	}
+	if labels.Selective() {
+		var out []*pbresource.Resource
+		for _, e := range s[lo:hi] {
+			if labels.MayMatch(e.sig) && (exact || f.matches(e.key)) {
+				out = append(out, e.res)
+			}
+		}
+		return out
 	}
 	if exact {
 		out := make([]*pbresource.Resource, hi-lo)

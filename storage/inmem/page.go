@@ -78,7 +78,7 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 		// The whole listing now: List's.
 		var res []*pbresource.Resource
 		if ti != nil {
-			res = ti.list(f)
+			res = ti.list(f, req.Labels)
 		}
 		return storage.Page{Resources: res, Version: strconv.FormatUint(v, 10)}, nil
 	}
@@ -93,7 +93,7 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 	}
 	return mergePage(len(cands), func(i int) (pkey, *pbresource.Resource, bool) {
 		e := cands[i]
-		return pkey{key: e.key}, e.res, f.matches(e.key)
+		return pkey{key: e.key}, e.res, f.matches(e.key) && req.Labels.MayMatch(e.sig)
 	}, undo, v, req.Limit), nil
 }
 
