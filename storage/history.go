@@ -58,6 +58,10 @@ type Revision struct {
 
 	// Deleted says the change was a deletion.
 	Deleted bool
+
+	// Created says the change created the resource: the first revision of
+	// its lifetime (its Uid).
+	Created bool
 }
 
 // HistoryLimits bounds what a Historian keeps. Backends take it as an

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/big"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -121,10 +119,10 @@ func change(rev, prev *pbhistoryv1.Revision) string {
 		return "deleted"
 	}
 	old := prev.GetResource()
+	if rev.Created {
+		return "created"
+	}
 	if old.GetId().GetUid() != res.GetId().GetUid() || prev.GetDeleted() {
-		if isCreation(res) {
-			return "created"
-		}
 		return "(earliest kept)"
 	}
 	var what []string
@@ -138,23 +136,6 @@ func change(rev, prev *pbhistoryv1.Revision) string {
 		what = append(what, "owner")
 	}
 	return orDash(strings.Join(what, ", "))
-}
-
-// isCreation reports whether res is as its creation stored it: a Loom
-// server makes a resource's Uid and first Generation together, as two
-// ULIDs of one millisecond, the second the first plus at most 2^32 (the
-// monotonic increment); every later Generation is made afterwards.
-func isCreation(res *pbresource.Resource) bool {
-	uid, err := ulid.ParseStrict(res.GetId().GetUid())
-	if err != nil {
-		return false
-	}
-	gen, err := ulid.ParseStrict(res.GetGeneration())
-	if err != nil || gen.Time() != uid.Time() {
-		return false
-	}
-	d := new(big.Int).Sub(new(big.Int).SetBytes(gen[:]), new(big.Int).SetBytes(uid[:]))
-	return d.Sign() > 0 && d.Cmp(big.NewInt(1<<32)) < 0
 }
 
 func orDash(s string) string {

@@ -191,6 +191,7 @@ func revisionProto(rev storage.Revision) *pbhistoryv1.Revision {
 		By:          rev.By,
 		CascadeFrom: rev.CascadeFrom,
 		Deleted:     rev.Deleted,
+		Created:     rev.Created,
 	}
 }
 

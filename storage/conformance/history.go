@@ -194,6 +194,7 @@ func (s *suite) testHistoryChange(t *testing.T) {
 	require.Equal(t, []string{"bob", "alice"}, []string{revs[1].By, revs[2].By})
 	require.Nil(t, revs[1].CascadeFrom)
 	require.False(t, revs[1].Deleted)
+	require.Equal(t, []bool{false, false, true}, []bool{revs[0].Created, revs[1].Created, revs[2].Created}, "only the create's revision is the creation")
 	for _, r := range revs {
 		require.False(t, r.Time.IsZero(), "a revision has a time")
 	}

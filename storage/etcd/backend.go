@@ -349,7 +349,7 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 		clientv3.Compare(clientv3.Value(rk), "<", ident+"\xff"),
 	}
 	// Same owner, same ID: the owner-index entry stays as it is.
-	ops, hi, err := b.withWriteHistory(ctx, []clientv3.Op{clientv3.OpPut(rk, string(value))}, res, id.Uid, value)
+	ops, hi, err := b.withWriteHistory(ctx, []clientv3.Op{clientv3.OpPut(rk, string(value))}, res, id.Uid, value, false)
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +388,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 	ops := []clientv3.Op{clientv3.OpPut(rk, string(value))}
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)}
 	if res.Owner == nil {
-		ops, _, err := b.withWriteHistory(ctx, ops, res, id.Uid, value)
+		ops, _, err := b.withWriteHistory(ctx, ops, res, id.Uid, value, true)
 		if err != nil {
 			return nil, err
 		}
@@ -410,7 +410,7 @@ func (b *Backend) create(ctx context.Context, res *pbresource.Resource, fence fe
 		return nil, err
 	}
 	ops = append(ops, clientv3.OpPut(b.keys.ownerIndex(res.Owner, id), string(idx)))
-	ops, _, err = b.withWriteHistory(ctx, ops, res, id.Uid, value)
+	ops, _, err = b.withWriteHistory(ctx, ops, res, id.Uid, value, true)
 	if err != nil {
 		return nil, err
 	}
@@ -577,7 +577,7 @@ func (b *Backend) updateSlow(ctx context.Context, res *pbresource.Resource, vers
 		}
 		ops = append(ops, clientv3.OpPut(newIdx, string(idx)))
 	}
-	ops, hi, err := b.withWriteHistory(ctx, ops, res, uid, value)
+	ops, hi, err := b.withWriteHistory(ctx, ops, res, uid, value, false)
 	if err != nil {
 		return nil, err
 	}

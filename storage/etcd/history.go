@@ -122,6 +122,7 @@ func (k keys) ownerTrash(ownerUid string, id *pbresource.ID, uid string) string 
 //	  bytes cascade_from = 3;    // Change.CascadeFrom, a pbresource.ID
 //	  int64 time_unix_nano = 4;  // when the writer committed it
 //	  int64 version = 5;         // a deletion's: the resource's last Version
+//	  bool created = 6;          // the write created the resource
 //	}
 const (
 	recResource = 1 + iota
@@ -129,12 +130,14 @@ const (
 	recCascade
 	recTime
 	recVersion
+	recCreated
 )
 
 // encodeRecord returns the value of a history key recording value (a
 // stored resource's encoding) with the Change on ctx; version is the
-// resource's version for a deletion, else 0.
-func encodeRecord(ctx context.Context, value []byte, version int64) (string, error) {
+// resource's version for a deletion, else 0; created says the write
+// created the resource.
+func encodeRecord(ctx context.Context, value []byte, version int64, created bool) (string, error) {
 	c := storage.ChangeFrom(ctx)
 	var cascade []byte
 	if c.CascadeFrom != nil {
@@ -159,6 +162,10 @@ func encodeRecord(ctx context.Context, value []byte, version int64) (string, err
 	if version != 0 {
 		buf = protowire.AppendTag(buf, recVersion, protowire.VarintType)
 		buf = protowire.AppendVarint(buf, uint64(version))
+	}
+	if created {
+		buf = protowire.AppendTag(buf, recCreated, protowire.VarintType)
+		buf = protowire.AppendVarint(buf, 1)
 	}
 	return string(buf), nil
 }
@@ -201,16 +208,19 @@ func decodeRecord(kv *mvccpb.KeyValue, deleted bool) (storage.Revision, error) {
 				return r, badRecord(kv)
 			}
 			b, r.By = b[n:], v
-		case (num == recTime || num == recVersion) && typ == protowire.VarintType:
+		case (num == recTime || num == recVersion || num == recCreated) && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return r, badRecord(kv)
 			}
 			b = b[n:]
-			if num == recTime {
+			switch num {
+			case recTime:
 				r.Time = time.Unix(0, int64(v))
-			} else {
+			case recVersion:
 				version = int64(v)
+			default:
+				r.Created = v != 0
 			}
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
@@ -248,17 +258,21 @@ func isTombstoneType(t *pbresource.Type) bool {
 
 // withWriteHistory appends to ops the operation that records a write of
 // value (res with Uid uid) if it starts a generation: a nested transaction
-// that puts the write revision's key if it does not exist. It returns the
-// operation's index for wroteHistory, -1 if nothing is recorded.
-func (b *Backend) withWriteHistory(ctx context.Context, ops []clientv3.Op, res *pbresource.Resource, uid string, value []byte) ([]clientv3.Op, int, error) {
+// that puts the write revision's key if it does not exist (an update), or
+// a put (a create: its Uid is new). It returns the operation's index for
+// wroteHistory, -1 if nothing is recorded.
+func (b *Backend) withWriteHistory(ctx context.Context, ops []clientv3.Op, res *pbresource.Resource, uid string, value []byte, created bool) ([]clientv3.Op, int, error) {
 	if !b.recorded(res.Id) {
 		return ops, -1, nil
 	}
-	rec, err := encodeRecord(ctx, value, 0)
+	rec, err := encodeRecord(ctx, value, 0, created)
 	if err != nil {
 		return nil, -1, err
 	}
 	hk := b.keys.history(res.Id, uid, res.Generation)
+	if created {
+		return append(ops, clientv3.OpPut(hk, rec)), len(ops), nil
+	}
 	return append(ops, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(hk), "=", 0)},
 		[]clientv3.Op{clientv3.OpPut(hk, rec)}, nil)), len(ops), nil
@@ -280,7 +294,7 @@ func (b *Backend) deleteHistoryOps(ctx context.Context, kv *mvccpb.KeyValue, cur
 	if !b.recorded(cur.Id) {
 		return nil, nil
 	}
-	rec, err := encodeRecord(ctx, kv.Value, kv.ModRevision)
+	rec, err := encodeRecord(ctx, kv.Value, kv.ModRevision, false)
 	if err != nil {
 		return nil, err
 	}

@@ -82,6 +82,7 @@ type rec struct {
 	ver     uint64
 	nanos   int64
 	deleted bool
+	created bool
 }
 
 // trashRef locates a deletion revision: its name's history and version.
@@ -141,6 +142,7 @@ func (b *Backend) recordWrite(ctx context.Context, ti *typeIndex, e *entry, prev
 	}
 	th := ti.historyOf()
 	r := h.newRec(ctx, res, b.revision, false)
+	r.created = prev == nil
 	th.historyOf(e).writes.push(r, h.limits.KeepVersions)
 	h.pruneTrash(th, r.nanos)
 }
@@ -278,7 +280,7 @@ func (r rec) revision() storage.Revision {
 	}
 	return storage.Revision{
 		Resource: r.res, Version: v, Time: time.Unix(0, r.nanos),
-		By: r.by, CascadeFrom: r.cascade, Deleted: r.deleted,
+		By: r.by, CascadeFrom: r.cascade, Deleted: r.deleted, Created: r.created,
 	}
 }
 

@@ -47,7 +47,10 @@ type Revision struct {
 	// client asked for.
 	CascadeFrom *pbresource.ID `protobuf:"bytes,5,opt,name=cascade_from,json=cascadeFrom,proto3" json:"cascade_from,omitempty"`
 	// deleted says the change was a deletion.
-	Deleted       bool `protobuf:"varint,6,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Deleted bool `protobuf:"varint,6,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// created says the change created the resource: the first revision of
+	// its lifetime (its Uid).
+	Created       bool `protobuf:"varint,7,opt,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +123,13 @@ func (x *Revision) GetCascadeFrom() *pbresource.ID {
 func (x *Revision) GetDeleted() bool {
 	if x != nil {
 		return x.Deleted
+	}
+	return false
+}
+
+func (x *Revision) GetCreated() bool {
+	if x != nil {
+		return x.Created
 	}
 	return false
 }
@@ -794,14 +804,15 @@ var File_pbhistory_v1_history_proto protoreflect.FileDescriptor
 
 const file_pbhistory_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x1apbhistory/v1/history.proto\x12\x0floom.history.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19pbresource/resource.proto\"\x81\x02\n" +
+	"\x1apbhistory/v1/history.proto\x12\x0floom.history.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19pbresource/resource.proto\"\x9b\x02\n" +
 	"\bRevision\x12?\n" +
 	"\bresource\x18\x01 \x01(\v2#.hashicorp.consul.resource.ResourceR\bresource\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x0e\n" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12@\n" +
 	"\fcascade_from\x18\x05 \x01(\v2\x1d.hashicorp.consul.resource.IDR\vcascadeFrom\x12\x18\n" +
-	"\adeleted\x18\x06 \x01(\bR\adeleted\"^\n" +
+	"\adeleted\x18\x06 \x01(\bR\adeleted\x12\x18\n" +
+	"\acreated\x18\a \x01(\bR\acreated\"^\n" +
 	"\x13ReadRevisionRequest\x12-\n" +
 	"\x02id\x18\x01 \x01(\v2\x1d.hashicorp.consul.resource.IDR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"M\n" +
