@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -76,4 +78,25 @@ func TestHostExportImportToEtcd(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 41, rsp.Unchanged, "%v", rsp.Rejections)
 	require.Zero(t, rsp.Created+rsp.Updated+rsp.Rejected)
+}
+
+// -bulk-max-items bounds one import: beyond it, the import is refused
+// whole with ResourceExhausted, and nothing is written.
+func TestHostBulkMaxItems(t *testing.T) {
+	h := startHost(t, "-dev", "-bulk-max-items", "3")
+	conn := dialPlain(t, h.grpcAddr)
+	var items []*pbresource.Resource
+	for i := range 4 {
+		data, err := anypb.New(&pbfoov1.Zip{Zap: "z"})
+		require.NoError(t, err)
+		items = append(items, &pbresource.Resource{Id: zipID(fmt.Sprint("z", i)), Data: data})
+	}
+	_, err := bulk.SendImport(t.Context(), pbbulkv1.NewBulkServiceClient(conn), &pbbulkv1.ImportOptions{}, items)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, err.Error(), "3")
+	rsp, err := pbresource.NewResourceServiceClient(conn).List(t.Context(), &pbresource.ListRequest{Type: foo.ZipType, Tenancy: zipID("x").Tenancy})
+	require.NoError(t, err)
+	require.Empty(t, rsp.Resources)
+	_, err = bulk.SendImport(t.Context(), pbbulkv1.NewBulkServiceClient(conn), &pbbulkv1.ImportOptions{}, items[:3])
+	require.NoError(t, err)
 }

@@ -87,6 +87,7 @@ type config struct {
 	reflection      bool
 	etcd            etcdFlags
 	history         historyFlags
+	bulk            bulkFlags
 
 	tlsCert, tlsKey, tlsClientCA string
 	aclFile                      string
@@ -176,6 +177,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"most connections the HTTP endpoints hold open at a time: a new one beyond it takes the place of the longest-idle keep-alive, or is closed at once when none is idle")
 	f.etcd.register(fs)
 	f.history.register(fs)
+	f.bulk.register(fs)
 	for _, add := range o.flags {
 		add(fs)
 	}
@@ -213,6 +215,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		return f, usagef("-tls-client-ca needs -tls-cert and -tls-key (mutual TLS is TLS first)")
 	}
 	if err := checkLimits(fs, &f); err != nil {
+		return f, err
+	}
+	if err := f.bulk.check(); err != nil {
 		return f, err
 	}
 	if err := f.history.check(); err != nil {

@@ -50,6 +50,8 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-watch-log-bytes", "1048576"}},
 		{args: []string{"-dev", "-history-versions", "5", "-trash-retention", "1h", "-trash-per-type", "10"}},
 		{args: []string{"-dev", "-history-versions", "0"}},
+		{args: []string{"-dev", "-bulk-max-items", "10", "-bulk-max-bytes", "1024"}},
+		{args: []string{"-dev", "-bulk-max-items", "0"}, wantErr: "-bulk-max-items and -bulk-max-bytes must be positive", usage: true},
 		{args: []string{"-dev", "-history-versions", "-1"}, wantErr: "-history-versions must not be negative", usage: true},
 		{args: []string{"-dev", "-trash-retention", "0s"}, wantErr: "-trash-retention and -trash-per-type must be positive", usage: true},
 		{args: []string{"-dev", "-trash-per-type", "0"}, wantErr: "-trash-retention and -trash-per-type must be positive", usage: true},

@@ -334,7 +334,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		// than an empty history they could take for the truth.
 		history.New(svc).Register(gs)
 	}
-	bulk.New(svc, bulk.DefaultLimits).Register(gs)
+	bulk.New(svc, f.bulk.limits()).Register(gs)
 	catalog.New(svc).Register(gs)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(gs, healthSrv)
