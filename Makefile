@@ -4,14 +4,17 @@ GO ?= go
 # Every Go module in the tree; go.work ties them together for development.
 MODULES := . cmd/loom host storage/etcd compat/consul examples/hello
 
-# Pinned code generators, so `make proto` reproduces the committed files byte
-# for byte (with Debian's protoc 3.21.12: apt-get install protobuf-compiler).
-# pbpatch then makes resource.pb.go register in Loom's own protobuf registry
-# rather than the global one, so Consul's pbresource can be linked beside it
-# (see proto/pbresource's package doc).
-PROTOC_GEN_GO_VERSION := v1.36.12
+# Code generation needs nothing installed but Go: `loom generate` compiles
+# the .proto files with a pure-Go compiler and runs protoc-gen-go in process;
+# gRPC stubs come from the pinned protoc-gen-go-grpc, run with `go run`.
+# cmd/loom's go.mod pins protoc-gen-go (google.golang.org/protobuf), and
+# cmd/loom's TestGenerateReproducesCommittedFiles checks the committed files
+# are what this produces. pbpatch then makes resource.pb.go register in
+# Loom's own protobuf registry rather than the global one, so Consul's
+# pbresource can be linked beside it (see proto/pbresource's package doc).
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := $(CURDIR)/.bin
+LOOM_GENERATE = $(GO) run ./cmd/loom generate -grpc-plugin "$(GO) run google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)"
 
 PROTO_FILES := proto/pbresource/resource.proto \
 	proto/pblease/v1/lease.proto \
@@ -89,41 +92,13 @@ test-cluster:
 dev:
 	$(GO) run ./cmd/loom server -dev
 
-$(BIN)/protoc-gen-go:
-	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-
-$(BIN)/protoc-gen-go-grpc:
-	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-
-proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
-		--go_out=paths=source_relative:proto \
-		--go-grpc_out=paths=source_relative:proto \
-		pbresource/resource.proto
+proto:
+	$(LOOM_GENERATE) -I proto -out proto -grpc pbresource/resource.proto
 	$(GO) run ./proto/internal/pbpatch proto/pbresource/resource.pb.go
-	protoc -I proto \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--go_out=paths=source_relative:proto \
-		pblease/v1/lease.proto
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
-		--go_out=paths=source_relative:proto \
-		--go-grpc_out=paths=source_relative:proto \
-		pbhistory/v1/history.proto pbbulk/v1/bulk.proto
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
-		--go_out=paths=source_relative:proto \
-		--go-grpc_out=paths=source_relative:proto \
-		pbcatalog/v1/catalog.proto
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--go_out=paths=source_relative:. \
-		examples/foo/pbfoo/v1/foo.proto examples/foo/pbfoo/v2/foo.proto
-	$(MAKE) -C examples/hello proto PROTOC_GEN_GO=$(BIN)/protoc-gen-go
+	$(LOOM_GENERATE) -I proto -out proto pblease/v1/lease.proto
+	$(LOOM_GENERATE) -I proto -out proto -grpc pbhistory/v1/history.proto pbbulk/v1/bulk.proto pbcatalog/v1/catalog.proto
+	$(LOOM_GENERATE) -I proto -I . -out . examples/foo/pbfoo/v1/foo.proto examples/foo/pbfoo/v2/foo.proto
+	$(MAKE) -C examples/hello proto LOOM="$(GO) run $(CURDIR)/cmd/loom"
 
 # Benchmarks: the workloads of docs/performance.md that live in the root
 # module (W1-W8), several counts, then bench-compare. W9, the etcd backend,

@@ -7,6 +7,7 @@
 //	loom export|import                   back up and restore resources (bulk service)
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
 //	loom history|diff|trash|restore      see and undo changes (a Loom server's history)
+//	loom generate FILE.proto...          compile .proto files to Go (no protoc needed)
 //	loom leader HTTP-ADDR...             show which server leads
 //	loom version                         print the version
 //	loom help                            show the commands
@@ -111,6 +112,7 @@ func commands() []command {
 		{"restore", "bring a deleted resource back, or roll a live one back", runRestore},
 		{"types", "list the server's resource types and your access to them", runTypes},
 		{"stats", "count the stored resources of each type", runStats},
+		{"generate", "compile .proto files to Go, with nothing installed but Go", runGenerate},
 		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
