@@ -8,6 +8,7 @@
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
 //	loom history|diff|trash|restore      see and undo changes (a Loom server's history)
 //	loom generate FILE.proto...          compile .proto files to Go (no protoc needed)
+//	loom certs [-hosts H,...]            write a CA and certificates for development and tests
 //	loom leader HTTP-ADDR...             show which server leads
 //	loom version                         print the version
 //	loom help                            show the commands
@@ -113,6 +114,7 @@ func commands() []command {
 		{"types", "list the server's resource types and your access to them", runTypes},
 		{"stats", "count the stored resources of each type", runStats},
 		{"generate", "compile .proto files to Go, with nothing installed but Go", runGenerate},
+		{"certs", "write a CA and server and client certificates for development and tests", runCerts},
 		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
