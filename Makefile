@@ -42,7 +42,7 @@ loom:
 	cd cmd/loom && $(GO) build -buildvcs=true -o $(BIN)/loom .
 
 vet:
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== go vet ./... in $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # The race detector needs cgo, hence a C compiler. Where there is none, the
 # tests still run, without -race and with a warning; in CI that is an error.
@@ -53,7 +53,11 @@ test: vet
 		echo "warning: cgo is off (no C compiler found?): running the tests WITHOUT -race; install gcc to enable it" >&2; \
 		if [ -n "$$CI" ]; then echo "error: CI must run the tests with -race" >&2; exit 1; fi; \
 	fi
-	@for m in $(MODULES); do (cd $$m && $(GO) test $(RACE) -count=1 ./...) || exit 1; done
+	@total=$$(date +%s); for m in $(MODULES); do \
+		echo "== go test $(RACE) ./... in $$m"; start=$$(date +%s); \
+		(cd $$m && $(GO) test $(RACE) -count=1 ./...) || { echo "== $$m FAILED after $$(( $$(date +%s) - start ))s"; exit 1; }; \
+		echo "== $$m passed in $$(( $$(date +%s) - start ))s"; \
+	done; echo "== all modules passed in $$(( $$(date +%s) - total ))s"
 
 # Fuzzing: every fuzz test, FUZZTIME each, one after another (go test
 # fuzzes one test at a time). New failures land in the package's
