@@ -32,8 +32,17 @@ func TestCertsWorkWithServerAndCLI(t *testing.T) {
 	if _, errOut, code := loom("list", "clitest.v1.Widget", "-addr", addr, "-tls-ca", f("ca.crt"), "-tls-cert", f("client.crt"), "-tls-key", f("client.key")); code != 0 {
 		t.Errorf("loom list with the client certificate: exit %d, stderr %q; want 0", code, errOut)
 	}
-	if _, _, code := loom("list", "clitest.v1.Widget", "-addr", addr, "-tls-ca", f("ca.crt"), "-timeout", "5s"); code != 1 {
-		t.Errorf("loom list without a client certificate: exit %d; want 1 (the server asks for one)", code)
+	const needCert = "loom: hint: the server may require a client certificate: give -tls-cert FILE and -tls-key FILE"
+	if _, errOut, code := loom("list", "clitest.v1.Widget", "-addr", addr, "-tls-ca", f("ca.crt"), "-timeout", "5s"); code != 1 || !strings.Contains(errOut, needCert) {
+		t.Errorf("loom list without a client certificate: exit %d, stderr %q; want 1 and the hint to give one", code, errOut)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if _, errOut, code := loom("certs", "-dir", other, "-clients", ""); code != 0 {
+		t.Fatalf("loom certs -dir other: exit %d, stderr %q", code, errOut)
+	}
+	const wrongCA = "loom: hint: -tls-ca FILE must be the CA that signed the server's certificate"
+	if _, errOut, code := loom("list", "clitest.v1.Widget", "-addr", addr, "-tls-ca", filepath.Join(other, "ca.crt"), "-tls-cert", f("client.crt"), "-tls-key", f("client.key"), "-timeout", "5s"); code != 1 || !strings.Contains(errOut, wrongCA) {
+		t.Errorf("loom list trusting another CA: exit %d, stderr %q; want 1 and the hint about -tls-ca", code, errOut)
 	}
 
 	// A second run keeps the CA and the existing certificates, and adds ci.
