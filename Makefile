@@ -4,14 +4,17 @@ GO ?= go
 # Every Go module in the tree; go.work ties them together for development.
 MODULES := . cmd/loom host storage/etcd compat/consul examples/hello
 
-# Pinned code generators, so `make proto` reproduces the committed files byte
-# for byte (with Debian's protoc 3.21.12: apt-get install protobuf-compiler).
-# pbpatch then makes resource.pb.go register in Loom's own protobuf registry
-# rather than the global one, so Consul's pbresource can be linked beside it
-# (see proto/pbresource's package doc).
-PROTOC_GEN_GO_VERSION := v1.36.12
+# Code generation needs nothing installed but Go: `loom generate` compiles
+# the .proto files with a pure-Go compiler and runs protoc-gen-go in process;
+# gRPC stubs come from the pinned protoc-gen-go-grpc, run with `go run`.
+# cmd/loom's go.mod pins protoc-gen-go (google.golang.org/protobuf), and
+# cmd/loom's TestGenerateReproducesCommittedFiles checks the committed files
+# are what this produces. pbpatch then makes resource.pb.go register in
+# Loom's own protobuf registry rather than the global one, so Consul's
+# pbresource can be linked beside it (see proto/pbresource's package doc).
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BIN := $(CURDIR)/.bin
+LOOM_GENERATE = $(GO) run ./cmd/loom generate -grpc-plugin "$(GO) run google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)"
 
 PROTO_FILES := proto/pbresource/resource.proto \
 	proto/pblease/v1/lease.proto \
@@ -39,7 +42,7 @@ loom:
 	cd cmd/loom && $(GO) build -buildvcs=true -o $(BIN)/loom .
 
 vet:
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== go vet ./... in $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # The race detector needs cgo, hence a C compiler. Where there is none, the
 # tests still run, without -race and with a warning; in CI that is an error.
@@ -50,7 +53,11 @@ test: vet
 		echo "warning: cgo is off (no C compiler found?): running the tests WITHOUT -race; install gcc to enable it" >&2; \
 		if [ -n "$$CI" ]; then echo "error: CI must run the tests with -race" >&2; exit 1; fi; \
 	fi
-	@for m in $(MODULES); do (cd $$m && $(GO) test $(RACE) -count=1 ./...) || exit 1; done
+	@total=$$(date +%s); for m in $(MODULES); do \
+		echo "== go test $(RACE) ./... in $$m"; start=$$(date +%s); \
+		(cd $$m && $(GO) test $(RACE) -count=1 ./...) || { echo "== $$m FAILED after $$(( $$(date +%s) - start ))s"; exit 1; }; \
+		echo "== $$m passed in $$(( $$(date +%s) - start ))s"; \
+	done; echo "== all modules passed in $$(( $$(date +%s) - total ))s"
 
 # Fuzzing: every fuzz test, FUZZTIME each, one after another (go test
 # fuzzes one test at a time). New failures land in the package's
@@ -89,41 +96,13 @@ test-cluster:
 dev:
 	$(GO) run ./cmd/loom server -dev
 
-$(BIN)/protoc-gen-go:
-	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-
-$(BIN)/protoc-gen-go-grpc:
-	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-
-proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
-		--go_out=paths=source_relative:proto \
-		--go-grpc_out=paths=source_relative:proto \
-		pbresource/resource.proto
+proto:
+	$(LOOM_GENERATE) -I proto -out proto -grpc pbresource/resource.proto
 	$(GO) run ./proto/internal/pbpatch proto/pbresource/resource.pb.go
-	protoc -I proto \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--go_out=paths=source_relative:proto \
-		pblease/v1/lease.proto
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
-		--go_out=paths=source_relative:proto \
-		--go-grpc_out=paths=source_relative:proto \
-		pbhistory/v1/history.proto pbbulk/v1/bulk.proto
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
-		--go_out=paths=source_relative:proto \
-		--go-grpc_out=paths=source_relative:proto \
-		pbcatalog/v1/catalog.proto
-	protoc -I proto -I . \
-		--plugin=protoc-gen-go=$(BIN)/protoc-gen-go \
-		--go_out=paths=source_relative:. \
-		examples/foo/pbfoo/v1/foo.proto examples/foo/pbfoo/v2/foo.proto
-	$(MAKE) -C examples/hello proto PROTOC_GEN_GO=$(BIN)/protoc-gen-go
+	$(LOOM_GENERATE) -I proto -out proto pblease/v1/lease.proto
+	$(LOOM_GENERATE) -I proto -out proto -grpc pbhistory/v1/history.proto pbbulk/v1/bulk.proto pbcatalog/v1/catalog.proto
+	$(LOOM_GENERATE) -I proto -I . -out . examples/foo/pbfoo/v1/foo.proto examples/foo/pbfoo/v2/foo.proto
+	$(MAKE) -C examples/hello proto LOOM="$(GO) run $(CURDIR)/cmd/loom"
 
 # Benchmarks: the workloads of docs/performance.md that live in the root
 # module (W1-W8), several counts, then bench-compare. W9, the etcd backend,

@@ -267,6 +267,16 @@ func (c *clientFlags) hint(err error) string {
 		return "the server may expect TLS: give -tls-ca FILE, the CA that signed its certificate"
 	case c.tlsOn() && strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "the server speaks plaintext: leave out the -tls-* flags"
+	case c.tlsCert == "" && c.tlsOn() && (strings.Contains(msg, "certificate required") ||
+		strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")):
+		// A server that wants a client certificate (mutual TLS) ends the
+		// handshake with "certificate required", which the client may
+		// see only as the connection closing under its first write.
+		return "the server may require a client certificate: give -tls-cert FILE and -tls-key FILE"
+	case c.tlsOn() && strings.Contains(msg, "certificate signed by unknown authority"):
+		return "-tls-ca FILE must be the CA that signed the server's certificate (the system's roots are used without -tls-ca)"
+	case c.tlsOn() && strings.Contains(msg, "certificate is valid for"):
+		return "connect to a name or address the server's certificate is for, or give the server one for this address (loom certs -hosts NAME,IP -force)"
 	}
 	return ""
 }

@@ -7,6 +7,10 @@
 //	loom export|import                   back up and restore resources (bulk service)
 //	loom read|list|delete|watch|write    use the ResourceService of a running server
 //	loom history|diff|trash|restore      see and undo changes (a Loom server's history)
+//	loom init -module PATH DIR           create a module with a resource type, its controller and tests
+//	loom create type -kind KIND          add a resource type to it
+//	loom generate FILE.proto...          compile .proto files to Go (no protoc needed)
+//	loom certs [-hosts H,...]            write a CA and certificates for development and tests
 //	loom leader HTTP-ADDR...             show which server leads
 //	loom version                         print the version
 //	loom help                            show the commands
@@ -111,6 +115,10 @@ func commands() []command {
 		{"restore", "bring a deleted resource back, or roll a live one back", runRestore},
 		{"types", "list the server's resource types and your access to them", runTypes},
 		{"stats", "count the stored resources of each type", runStats},
+		{"init", "create a Go module with a resource type, its controller and tests", runInit},
+		{"create", "add a resource type to a module made by init (create type -kind KIND)", runCreate},
+		{"generate", "compile .proto files to Go, with nothing installed but Go", runGenerate},
+		{"certs", "write a CA and server and client certificates for development and tests", runCerts},
 		{"leader", "show which server leads, from the servers' /metrics", runLeader},
 		{"version", "print the version of loom", runVersion},
 		{"help", "show this help", runHelp},
