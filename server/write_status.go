@@ -107,29 +107,13 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	if sw, ok := s.backend.(storage.StatusWriter); ok {
 		out, err = sw.WriteStatusCAS(ctx, stored, req.Key, st)
 	} else {
-		out, err = s.backend.WriteCAS(ctx, withStatus(stored, req.Key, st))
+		out, err = s.backend.WriteCAS(ctx, storage.WithStatus(stored, req.Key, st))
 	}
 	if errors.Is(err, storage.ErrTooLarge) {
-		return nil, writeError(cas, withStatus(stored, req.Key, st), "status", err)
+		return nil, writeError(cas, storage.WithStatus(stored, req.Key, st), "status", err)
 	}
 	if err != nil {
 		return nil, casError(cas, err)
 	}
 	return out, nil
-}
-
-// withStatus returns a shallow copy of stored with st under key: the
-// resource a status write stores. The shared parts are only read, and the
-// backend copies what it stores.
-func withStatus(stored *pbresource.Resource, key string, st *pbresource.Status) *pbresource.Resource {
-	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
-	for k, v := range stored.Status {
-		statuses[k] = v
-	}
-	statuses[key] = st
-	return &pbresource.Resource{
-		Id: stored.Id, Owner: stored.Owner, Data: stored.Data,
-		Version: stored.Version, Generation: stored.Generation,
-		Metadata: stored.Metadata, Status: statuses,
-	}
 }

@@ -461,3 +461,23 @@ type StatusWriter interface {
 	// never changes it again.
 	WriteStatusCAS(ctx context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error)
 }
+
+// WithStatus returns the resource a status write stores: stored with status
+// under key. It shares every part of stored but the status map, which is
+// new, so neither stored nor the result may be modified.
+func WithStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
+	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
+	for k, v := range stored.Status {
+		statuses[k] = v
+	}
+	statuses[key] = status
+	return &pbresource.Resource{
+		Id:         stored.Id,
+		Owner:      stored.Owner,
+		Data:       stored.Data,
+		Version:    stored.Version,
+		Generation: stored.Generation,
+		Metadata:   stored.Metadata,
+		Status:     statuses,
+	}
+}

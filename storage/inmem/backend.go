@@ -378,7 +378,7 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 
 	// Built outside the lock, like WriteCAS's copy; it is thrown away if
 	// stored is no longer current.
-	res := withStatus(stored, key, status)
+	res := storage.WithStatus(stored, key, status)
 	size := sizeOf(res)
 
 	b.mu.Lock()
@@ -393,25 +393,6 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 	}
 	b.store(ti, typ, k, e, res, size)
 	return res, nil
-}
-
-// withStatus returns a resource like stored, sharing its parts, with a new
-// status map holding stored's statuses and status under key.
-func withStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
-	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
-	for k, v := range stored.Status {
-		statuses[k] = v
-	}
-	statuses[key] = status
-	return &pbresource.Resource{
-		Id:         stored.Id,
-		Owner:      stored.Owner,
-		Version:    stored.Version,
-		Generation: stored.Generation,
-		Metadata:   stored.Metadata,
-		Status:     statuses,
-		Data:       stored.Data,
-	}
 }
 
 // typeIndexOf returns typ's index, or nil. The caller holds mu, shared or
