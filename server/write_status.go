@@ -64,16 +64,12 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	req *pbresource.WriteStatusRequest, st *pbresource.Status, stored *pbresource.Resource, consistency storage.ReadConsistency,
 ) (*pbresource.Resource, error) {
 	cas := req.Version != ""
-	stale := consistency == storage.EventualConsistency
 	if stored == nil {
-		if stale {
-			return nil, errRetry
-		}
 		// Only a caller allowed to write it may learn that it is gone.
 		if err := aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}, nil)); err != nil {
-			return nil, err
+			return nil, refuse(consistency, err)
 		}
-		return nil, status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id))
+		return nil, refuse(consistency, status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id)))
 	}
 	// Authorized before anything about stored is told: its Uid, its
 	// version.
@@ -81,20 +77,12 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 		return nil, err
 	}
 	if stored.Id.Uid != id.Uid {
-		if stale {
-			return nil, errRetry
-		}
-		return nil, status.Errorf(codes.FailedPrecondition,
+		return nil, refuse(consistency, status.Errorf(codes.FailedPrecondition,
 			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
-			id.Uid, stored.Id.Uid)
+			id.Uid, stored.Id.Uid))
 	}
 	if cas && req.Version != stored.Version {
-		if stale {
-			return nil, errRetry
-		}
-		return nil, status.Errorf(codes.Aborted,
-			"version %s does not match the stored version %q: the resource changed since it was read",
-			resource.Quote(req.Version), stored.Version)
+		return nil, refuse(consistency, versionMismatch(req.Version, stored))
 	}
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
