@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // Wildcard, in a Tenancy field of List or WatchList, matches every value of
@@ -321,15 +322,13 @@ type WatchStats struct {
 }
 
 // UnversionedType is a resource type without its GroupVersion: the identity
-// under which resources are stored.
-type UnversionedType struct {
-	Group string
-	Kind  string
-}
+// under which resources are stored (resource.UnversionedType, named here too
+// for the backends).
+type UnversionedType = resource.UnversionedType
 
 // UnversionedTypeFrom drops the GroupVersion of t.
 func UnversionedTypeFrom(t *pbresource.Type) UnversionedType {
-	return UnversionedType{Group: t.GetGroup(), Kind: t.GetKind()}
+	return resource.UnversionedTypeFrom(t)
 }
 
 // GroupVersionMismatchError is returned by Read when the resource is stored
