@@ -206,7 +206,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 			return fmt.Errorf("type %s: index %q is already defined by another controller", resource.TypeString(typ), ix.name)
 		}
 		tc.addIndex(ix)
-		tc.byID.each(func(_ idKey, e *entry) bool {
+		tc.byID.each(func(_ resource.NameKey, e *entry) bool {
 			tc.indexEntry(tc.indexes[ix.name], e)
 			return true
 		})
@@ -279,7 +279,7 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
 	e := &entry{res: res}
 	e.refs = e.inline[:0]
-	k := idKeyOf(res.Id)
+	k := resource.NameKeyOf(res.Id)
 	for _, ix := range tc.list {
 		tc.indexEntry(ix, e)
 	}
@@ -331,10 +331,10 @@ func (c *Cache) Delete(id *pbresource.ID) (*pbresource.Resource, error) {
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	return tc.delete(idKeyOf(id)), nil
+	return tc.delete(resource.NameKeyOf(id)), nil
 }
 
-func (tc *typeCache) delete(k idKey) *pbresource.Resource {
+func (tc *typeCache) delete(k resource.NameKey) *pbresource.Resource {
 	e, ok := tc.byID.remove(k)
 	if !ok {
 		return nil

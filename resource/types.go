@@ -110,6 +110,23 @@ func TypeString(t *pbresource.Type) string {
 	return t.GetGroup() + "." + t.GetGroupVersion() + "." + t.GetKind()
 }
 
+// NameKey identifies a resource within its type: its tenancy and name,
+// without its Uid, so the lifetimes of a name share it. It is comparable, a
+// map key; keys order by partition, then namespace, then name (List's
+// order).
+type NameKey struct {
+	Partition, Namespace, Name string
+}
+
+// NameKeyOf returns the NameKey of id.
+func NameKeyOf(id *pbresource.ID) NameKey {
+	ten := id.GetTenancy()
+	return NameKey{Partition: ten.GetPartition(), Namespace: ten.GetNamespace(), Name: id.GetName()}
+}
+
+// String renders the key as "partition/namespace/name".
+func (k NameKey) String() string { return k.Partition + "/" + k.Namespace + "/" + k.Name }
+
 // UnversionedType is a resource type without its GroupVersion: all
 // versions of a type name the same stored resources, the same cached ones
 // and the same work of a controller. It is comparable, a map key.
