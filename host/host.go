@@ -66,10 +66,10 @@ import (
 	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/builtin"
 	"github.com/loomrt/loom/server/bulk"
 	"github.com/loomrt/loom/server/catalog"
 	"github.com/loomrt/loom/server/history"
-	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/inmem"
 )
@@ -244,33 +244,30 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		// and reaper (in process, which no caller can pose as) are not.
 		svcCfg.ACLResolver = server.TrustInProcess(acls.Resolve)
 	}
-	svc := server.New(svcCfg)
+	// The controllers run in this process and talk to the service directly.
+	// A single in-memory server is always the leader; on etcd the servers
+	// elect one. The server comes with its built-in controllers (the
+	// reaper) registered on mgr.
+	metrics := prometheus.NewRegistry()
+	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
+	if lease != nil {
+		mgrOpts = append(mgrOpts, controller.WithLease(lease))
+	}
+	svc, mgr, err := builtin.New(svcCfg, logger.Named("controller"), mgrOpts...)
+	if err != nil {
+		return err
+	}
 	if acls != nil {
 		// A reload ends the watches whose tokens it revoked or narrowed.
 		acls.OnReload(svc.ReauthorizeWatches)
 	}
 
-	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	grpcMetrics := newGRPCMetrics()
 	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()), certExpiry)
 	mustRegisterStorageMetrics(metrics, backend, logger)
 	mustRegisterLeaderMetric(metrics, election, lease)
 
-	// The controllers run in this process and talk to the service directly.
-	// A single in-memory server is always the leader; on etcd the servers
-	// elect one.
-	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
-	if lease != nil {
-		mgrOpts = append(mgrOpts, controller.WithLease(lease))
-	}
-	mgr, err := controller.NewManager(server.NewInProcessClient(svc), logger.Named("controller"), mgrOpts...)
-	if err != nil {
-		return err
-	}
-	if err := mgr.Register(reaper.Controller()); err != nil {
-		return err
-	}
 	h := &Host{registry: registry, mgr: mgr, metrics: metrics, logger: logger, dev: f.dev}
 	if !f.controllers {
 		// The user's controllers register on a Manager that never runs:
