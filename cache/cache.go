@@ -110,7 +110,7 @@ type Cache struct {
 	// types maps each added type to its resources. AddType replaces the
 	// map, never changes it, so every read and write of a resource finds
 	// its type without taking mu.
-	types   atomic.Pointer[map[typeKey]*typeCache]
+	types   atomic.Pointer[map[resource.UnversionedType]*typeCache]
 	queries map[string]Query
 
 	// lastType is the Type of a resource Upsert stored and its typeCache
@@ -138,15 +138,9 @@ func (c *Cache) OnIndexError(fn func(index string, res *pbresource.Resource, err
 // New returns an empty cache.
 func New() *Cache {
 	c := &Cache{queries: make(map[string]Query)}
-	c.types.Store(&map[typeKey]*typeCache{})
+	c.types.Store(&map[resource.UnversionedType]*typeCache{})
 	return c
 }
-
-// typeKey identifies a type without its GroupVersion: all versions of a
-// type share one set of cached resources, as they share one stored copy.
-type typeKey struct{ group, kind string }
-
-func typeKeyOf(t *pbresource.Type) typeKey { return typeKey{t.GetGroup(), t.GetKind()} }
 
 // typeCache holds the resources of one type (all its versions).
 type typeCache struct {
@@ -180,7 +174,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := typeKeyOf(typ)
+	key := resource.UnversionedTypeFrom(typ)
 	types := *c.types.Load()
 	tc, ok := types[key]
 	if !ok {
@@ -194,7 +188,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 		// Publish the new type once its indexes are defined (deferred
 		// calls run last to first: after tc.mu's unlock, before c.mu's).
 		defer func() {
-			grown := make(map[typeKey]*typeCache, len(types)+1)
+			grown := make(map[resource.UnversionedType]*typeCache, len(types)+1)
 			for k, v := range types {
 				grown[k] = v
 			}
@@ -212,7 +206,7 @@ func (c *Cache) AddType(typ *pbresource.Type, indexes ...*Index) error {
 			return fmt.Errorf("type %s: index %q is already defined by another controller", resource.TypeString(typ), ix.name)
 		}
 		tc.addIndex(ix)
-		tc.byID.each(func(_ idKey, e *entry) bool {
+		tc.byID.each(func(_ resource.NameKey, e *entry) bool {
 			tc.indexEntry(tc.indexes[ix.name], e)
 			return true
 		})
@@ -257,7 +251,7 @@ func (c *Cache) typeCache(typ *pbresource.Type) (*typeCache, error) {
 	if h := c.lastType.Load(); h != nil && h.typ == typ && typ != nil {
 		return h.tc, nil
 	}
-	tc, ok := (*c.types.Load())[typeKeyOf(typ)]
+	tc, ok := (*c.types.Load())[resource.UnversionedTypeFrom(typ)]
 	if !ok {
 		return nil, fmt.Errorf("the cache does not hold type %s: watch it (controller.WithWatch) to read it from the cache", resource.TypeString(typ))
 	}
@@ -285,7 +279,7 @@ func (c *Cache) Upsert(res *pbresource.Resource) (old *pbresource.Resource, err 
 func (tc *typeCache) upsert(res *pbresource.Resource) (*pbresource.Resource, error) {
 	e := &entry{res: res}
 	e.refs = e.inline[:0]
-	k := idKeyOf(res.Id)
+	k := resource.NameKeyOf(res.Id)
 	for _, ix := range tc.list {
 		tc.indexEntry(ix, e)
 	}
@@ -337,10 +331,10 @@ func (c *Cache) Delete(id *pbresource.ID) (*pbresource.Resource, error) {
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	return tc.delete(idKeyOf(id)), nil
+	return tc.delete(resource.NameKeyOf(id)), nil
 }
 
-func (tc *typeCache) delete(k idKey) *pbresource.Resource {
+func (tc *typeCache) delete(k resource.NameKey) *pbresource.Resource {
 	e, ok := tc.byID.remove(k)
 	if !ok {
 		return nil

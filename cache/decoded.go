@@ -182,7 +182,7 @@ func (c *Cache) entryByID(id *pbresource.ID) (*entry, error) {
 	}
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
-	e, ok := tc.byID.get(idKeyOf(id))
+	e, ok := tc.byID.get(resource.NameKeyOf(id))
 	if !ok || (id.Uid != "" && e.res.Id.Uid != id.Uid) {
 		return nil, nil
 	}

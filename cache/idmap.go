@@ -1,6 +1,10 @@
 package cache
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+
+	"github.com/loomrt/loom/resource"
+)
 
 // idMap finds a type's entries by tenancy, then by name. A type's resources
 // live in few tenancies, so most operations hash the name alone rather than
@@ -46,70 +50,70 @@ func nameOf(e *entry) string { return e.res.GetId().GetName() }
 
 func (m *idMap) len() int { return m.n }
 
-func (m *idMap) get(k idKey) (*entry, bool) {
-	ns := m.byTenancy[tenancyKey{k.partition, k.namespace}]
+func (m *idMap) get(k resource.NameKey) (*entry, bool) {
+	ns := m.byTenancy[tenancyKey{k.Partition, k.Namespace}]
 	if ns == nil {
 		return nil, false
 	}
-	if e, ok := ns.byHash[m.hash(k.name)]; ok && nameOf(e) == k.name {
+	if e, ok := ns.byHash[m.hash(k.Name)]; ok && nameOf(e) == k.Name {
 		return e, true
 	}
 	if len(ns.overflow) > 0 {
-		e, ok := ns.overflow[k.name]
+		e, ok := ns.overflow[k.Name]
 		return e, ok
 	}
 	return nil, false
 }
 
 // swap stores e under k and returns the entry it replaced, if any.
-func (m *idMap) swap(k idKey, e *entry) (prev *entry) {
-	tk := tenancyKey{k.partition, k.namespace}
+func (m *idMap) swap(k resource.NameKey, e *entry) (prev *entry) {
+	tk := tenancyKey{k.Partition, k.Namespace}
 	ns := m.byTenancy[tk]
 	if ns == nil {
 		ns = &names{byHash: make(map[uint64]*entry)}
 		m.byTenancy[tk] = ns
 	}
 	if len(ns.overflow) > 0 {
-		if prev, ok := ns.overflow[k.name]; ok {
-			ns.overflow[k.name] = e
+		if prev, ok := ns.overflow[k.Name]; ok {
+			ns.overflow[k.Name] = e
 			return prev
 		}
 	}
-	h := m.hash(k.name)
+	h := m.hash(k.Name)
 	prev, ok := ns.byHash[h]
 	switch {
 	case !ok:
 		ns.byHash[h] = e
-	case nameOf(prev) == k.name:
+	case nameOf(prev) == k.Name:
 		ns.byHash[h] = e
 		return prev
 	default:
 		if ns.overflow == nil {
 			ns.overflow = make(map[string]*entry)
 		}
-		ns.overflow[k.name] = e
+		ns.overflow[k.Name] = e
 	}
 	m.n++
 	return nil
 }
 
 // remove deletes the entry under k and returns it, if any.
-func (m *idMap) remove(k idKey) (*entry, bool) {
-	tk := tenancyKey{k.partition, k.namespace}
+func (m *idMap) remove(k resource.NameKey) (*entry, bool) {
+	tk := tenancyKey{k.Partition, k.Namespace}
 	ns := m.byTenancy[tk]
 	if ns == nil {
 		return nil, false
 	}
-	h := m.hash(k.name)
+	h := m.hash(k.Name)
 	e, ok := ns.byHash[h]
 	switch {
-	case ok && nameOf(e) == k.name:
+	case ok && nameOf(e) == k.Name:
 		delete(ns.byHash, h)
 	case len(ns.overflow) > 0:
-		if e, ok = ns.overflow[k.name]; !ok {
+		if e, ok = ns.overflow[k.Name]; !ok {
 			return nil, false
 		}
-		delete(ns.overflow, k.name)
+		delete(ns.overflow, k.Name)
 	default:
 		return nil, false
 	}
@@ -132,15 +136,15 @@ func (m *idMap) presize(counts map[tenancyKey]int) {
 
 // each calls fn with every entry and its key until fn returns false. fn
 // may remove the entry it is given.
-func (m *idMap) each(fn func(k idKey, e *entry) bool) {
+func (m *idMap) each(fn func(k resource.NameKey, e *entry) bool) {
 	for tk, ns := range m.byTenancy {
 		for _, e := range ns.byHash {
-			if !fn(idKey{tk.partition, tk.namespace, nameOf(e)}, e) {
+			if !fn(resource.NameKey{Partition: tk.partition, Namespace: tk.namespace, Name: nameOf(e)}, e) {
 				return
 			}
 		}
 		for name, e := range ns.overflow {
-			if !fn(idKey{tk.partition, tk.namespace, name}, e) {
+			if !fn(resource.NameKey{Partition: tk.partition, Namespace: tk.namespace, Name: name}, e) {
 				return
 			}
 		}

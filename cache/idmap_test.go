@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // TestIDMapCollisions runs random swaps and removes against a plain map,
@@ -20,11 +21,11 @@ func TestIDMapCollisions(t *testing.T) {
 			if buckets > 0 {
 				m.testHash = func(name string) uint64 { return uint64(len(name)) % buckets }
 			}
-			want := map[idKey]*entry{}
+			want := map[resource.NameKey]*entry{}
 			rnd := rand.New(rand.NewPCG(1, buckets))
 			tenancies := []string{"a", "b"}
 			for i := range 3000 {
-				k := idKey{partition: "p", namespace: tenancies[rnd.IntN(2)], name: strings.Repeat("x", 1+rnd.IntN(3)) + fmt.Sprint(rnd.IntN(10))}
+				k := resource.NameKey{Partition: "p", Namespace: tenancies[rnd.IntN(2)], Name: strings.Repeat("x", 1+rnd.IntN(3)) + fmt.Sprint(rnd.IntN(10))}
 				if rnd.IntN(3) == 0 {
 					got, ok := m.remove(k)
 					if prev, had := want[k]; had != ok || got != prev {
@@ -32,7 +33,7 @@ func TestIDMapCollisions(t *testing.T) {
 					}
 					delete(want, k)
 				} else {
-					e := &entry{res: &pbresource.Resource{Id: &pbresource.ID{Name: k.name}}}
+					e := &entry{res: &pbresource.Resource{Id: &pbresource.ID{Name: k.Name}}}
 					if prev := m.swap(k, e); prev != want[k] {
 						t.Fatalf("step %d: swap(%v) replaced %p, want %p", i, k, prev, want[k])
 					}
@@ -47,7 +48,7 @@ func TestIDMapCollisions(t *testing.T) {
 					}
 				}
 				seen := 0
-				m.each(func(k idKey, e *entry) bool {
+				m.each(func(k resource.NameKey, e *entry) bool {
 					seen++
 					if want[k] != e {
 						t.Fatalf("step %d: each gave %v → %p, want %p", i, k, e, want[k])

@@ -33,13 +33,3 @@ func TenancyKey(ten interface {
 }) string {
 	return ten.GetPartition() + "/" + ten.GetNamespace()
 }
-
-// idKey identifies a resource within one type.
-type idKey struct {
-	partition, namespace, name string
-}
-
-func idKeyOf(ref resource.ReferenceOrID) idKey {
-	ten := ref.GetTenancy()
-	return idKey{ten.GetPartition(), ten.GetNamespace(), ref.GetName()}
-}

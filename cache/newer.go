@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // UpsertNewer is Upsert unless the cache holds the same resource (same
@@ -18,7 +19,7 @@ func (c *Cache) UpsertNewer(res *pbresource.Resource) (old *pbresource.Resource,
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if prev, ok := tc.byID.get(idKeyOf(res.Id)); ok && prev.res.GetId().GetUid() == res.GetId().GetUid() &&
+	if prev, ok := tc.byID.get(resource.NameKeyOf(res.Id)); ok && prev.res.GetId().GetUid() == res.GetId().GetUid() &&
 		!versionAfter(res.Version, prev.res.Version) {
 		return nil, false, nil
 	}
@@ -38,7 +39,7 @@ func (c *Cache) DeleteOlder(res *pbresource.Resource) (*pbresource.Resource, err
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	k := idKeyOf(res.Id)
+	k := resource.NameKeyOf(res.Id)
 	prev, ok := tc.byID.get(k)
 	if !ok || prev.res.GetId().GetUid() == res.GetId().GetUid() && !versionAfter(res.Version, prev.res.Version) {
 		return nil, nil
@@ -57,7 +58,7 @@ func (c *Cache) DeleteSame(id *pbresource.ID) (*pbresource.Resource, error) {
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	k := idKeyOf(id)
+	k := resource.NameKeyOf(id)
 	prev, ok := tc.byID.get(k)
 	if !ok {
 		return nil, nil

@@ -24,7 +24,7 @@ func (c *Cache) Get(typ *pbresource.Type, index, key string) (*pbresource.Resour
 }
 
 // parseKey splits a Key into the part the id index uses.
-func parseKey(key string) (idKey, bool) {
+func parseKey(key string) (resource.NameKey, bool) {
 	var parts [4]string
 	n := 0
 	start := 0
@@ -36,9 +36,9 @@ func parseKey(key string) (idKey, bool) {
 		}
 	}
 	if n != 3 {
-		return idKey{}, false
+		return resource.NameKey{}, false
 	}
-	return idKey{partition: parts[1], namespace: parts[2], name: key[start:]}, true
+	return resource.NameKey{Partition: parts[1], Namespace: parts[2], Name: key[start:]}, true
 }
 
 // GetByID implements ReadOnlyCache.
@@ -186,7 +186,7 @@ func (c *Cache) All(typ *pbresource.Type) ([]*pbresource.Resource, error) {
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
 	out := make([]*pbresource.Resource, 0, tc.byID.len())
-	tc.byID.each(func(_ idKey, e *entry) bool {
+	tc.byID.each(func(_ resource.NameKey, e *entry) bool {
 		out = append(out, resource.Clone(e.res))
 		return true
 	})
@@ -202,7 +202,7 @@ func (c *Cache) IDs(typ *pbresource.Type) ([]*pbresource.ID, error) {
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
 	ids := make([]*pbresource.ID, 0, tc.byID.len())
-	tc.byID.each(func(_ idKey, e *entry) bool {
+	tc.byID.each(func(_ resource.NameKey, e *entry) bool {
 		ids = append(ids, e.res.Id)
 		return true
 	})

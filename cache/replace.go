@@ -2,6 +2,7 @@ package cache
 
 import (
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 )
 
 // EventKind says what happened to a resource.
@@ -66,15 +67,15 @@ func (c *Cache) replace(typ *pbresource.Type, resources []*pbresource.Resource, 
 		tc.byID.presize(counts)
 	}
 	// Into an empty type nothing can be gone: no need to note what was seen.
-	var seen map[idKey]struct{}
+	var seen map[resource.NameKey]struct{}
 	var events []Event
 	if first {
 		events = make([]Event, 0, len(resources))
 	} else {
-		seen = make(map[idKey]struct{}, len(resources))
+		seen = make(map[resource.NameKey]struct{}, len(resources))
 	}
 	for _, res := range resources {
-		k := idKeyOf(res.Id)
+		k := resource.NameKeyOf(res.Id)
 		if !first {
 			seen[k] = struct{}{}
 		}
@@ -90,8 +91,8 @@ func (c *Cache) replace(typ *pbresource.Type, resources []*pbresource.Resource, 
 	if first {
 		return events, nil
 	}
-	var gone []idKey
-	tc.byID.each(func(k idKey, e *entry) bool {
+	var gone []resource.NameKey
+	tc.byID.each(func(k resource.NameKey, e *entry) bool {
 		if scoped && e.res.GetId().GetType().GetGroupVersion() != typ.GetGroupVersion() {
 			return true
 		}

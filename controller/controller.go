@@ -227,16 +227,16 @@ func (c *Controller) validate() error {
 	if c.reconciler == nil {
 		problems = append(problems, "no reconciler (use WithReconciler)")
 	}
-	seen := map[string]bool{}
+	seen := map[resource.UnversionedType]bool{}
 	if c.managedType != nil {
-		seen[resource.UnversionedTypeString(c.managedType)] = true
+		seen[resource.UnversionedTypeFrom(c.managedType)] = true
 	}
 	for _, w := range c.watches {
 		if err := resource.ValidateType(w.typ); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", w.method, err))
 			continue
 		}
-		key := resource.UnversionedTypeString(w.typ)
+		key := resource.UnversionedTypeFrom(w.typ)
 		if seen[key] {
 			if resource.EqualUnversionedType(w.typ, c.managedType) {
 				problems = append(problems, fmt.Sprintf("%s(%s): the managed type is watched already", w.method, resource.TypeString(w.typ)))
@@ -250,7 +250,7 @@ func (c *Controller) validate() error {
 		}
 	}
 	for _, f := range c.filters {
-		if f.typ == nil || !seen[resource.UnversionedTypeString(f.typ)] {
+		if f.typ == nil || !seen[resource.UnversionedTypeFrom(f.typ)] {
 			problems = append(problems, fmt.Sprintf("WithEventFilter(%s): not the managed type nor a watched one", resource.TypeString(f.typ)))
 		}
 		for _, p := range f.predicates {
@@ -260,9 +260,9 @@ func (c *Controller) validate() error {
 			}
 		}
 	}
-	selected := map[string]bool{}
+	selected := map[resource.UnversionedType]bool{}
 	for _, s := range c.selections {
-		key := resource.UnversionedTypeString(s.typ)
+		key := resource.UnversionedTypeFrom(s.typ)
 		switch {
 		case s.typ == nil || !seen[key]:
 			problems = append(problems, fmt.Sprintf("WithSelector(%s): not the managed type nor a watched one", resource.TypeString(s.typ)))

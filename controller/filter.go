@@ -9,13 +9,13 @@ import (
 
 // eventFilters returns the controller's predicates by unversioned type
 // key, or nil when it has none.
-func (c *Controller) eventFilters() map[string][]predicate.Predicate {
+func (c *Controller) eventFilters() map[resource.UnversionedType][]predicate.Predicate {
 	if len(c.filters) == 0 {
 		return nil
 	}
-	out := make(map[string][]predicate.Predicate)
+	out := make(map[resource.UnversionedType][]predicate.Predicate)
 	for _, f := range c.filters {
-		key := resource.UnversionedTypeString(f.typ)
+		key := resource.UnversionedTypeFrom(f.typ)
 		out[key] = append(out[key], f.predicates...)
 	}
 	return out

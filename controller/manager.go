@@ -37,14 +37,14 @@ type Manager struct {
 	// its events. Dispatch reads it on every event; it is replaced, never
 	// changed in place.
 	subsMu sync.RWMutex
-	subs   map[string][]*subscription
+	subs   map[resource.UnversionedType][]*subscription
 
-	primed map[string]chan struct{}
+	primed map[resource.UnversionedType]chan struct{}
 
 	// selections holds, per unversioned type, the selector of the
 	// controllers that manage or watch it (they all agree) and the name of
 	// the first of them, for messages.
-	selections map[string]typeSelection
+	selections map[resource.UnversionedType]typeSelection
 
 	// singletons counts singleton controllers running now; SetLeader(false)
 	// waits for it to reach zero.
@@ -101,10 +101,10 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 		logger: logger,
 		cache:  cache.New(),
 		flag:   newFlagLease(),
-		subs:   make(map[string][]*subscription),
-		primed: make(map[string]chan struct{}),
+		subs:   make(map[resource.UnversionedType][]*subscription),
+		primed: make(map[resource.UnversionedType]chan struct{}),
 
-		selections: make(map[string]typeSelection),
+		selections: make(map[resource.UnversionedType]typeSelection),
 	}
 	m.lease = m.flag
 	m.stopped = sync.NewCond(&m.singletonsMu)
@@ -183,7 +183,7 @@ func (m *Manager) Register(c *Controller) error {
 		}
 	}
 	for _, t := range c.types() {
-		key := resource.UnversionedTypeString(t)
+		key := resource.UnversionedTypeFrom(t)
 		if _, ok := m.primed[key]; !ok {
 			m.primed[key] = make(chan struct{})
 		}
@@ -207,14 +207,14 @@ type typeSelection struct {
 // which holds one selection per type.
 func (m *Manager) checkSelections(c *Controller) error {
 	for _, t := range c.types() {
-		prev, ok := m.selections[resource.UnversionedTypeString(t)]
+		prev, ok := m.selections[resource.UnversionedTypeFrom(t)]
 		if !ok {
 			continue
 		}
 		if sel := c.selectorOf(t); sel.String() != prev.sel.String() {
 			return fmt.Errorf("controller %q selects %s of type %s, but controller %q selects %s; "+
 				"the controllers of a Manager share its cache, so they must select the same resources of a type (WithSelector)",
-				c.name, describeSelector(sel), resource.UnversionedTypeString(t), prev.by, describeSelector(prev.sel))
+				c.name, describeSelector(sel), resource.UnversionedTypeFrom(t), prev.by, describeSelector(prev.sel))
 		}
 	}
 	return nil
@@ -251,7 +251,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	probe := newServerProbe()
 	for _, gvs := range watchedGroupVersions(controllers) {
-		key := resource.UnversionedTypeString(gvs[0])
+		key := resource.UnversionedTypeFrom(gvs[0])
 		primed := countdown(len(gvs), m.primed[key])
 		for i, t := range gvs {
 			w := &cacheWatcher{
@@ -423,7 +423,7 @@ func (m *Manager) waitDisallowed(ctx context.Context, c *Controller, term int64)
 // watch, the distinct GroupVersions they name, in registration order.
 func watchedGroupVersions(controllers []*Controller) [][]*pbresource.Type {
 	var out [][]*pbresource.Type
-	at := map[string]int{}
+	at := map[resource.UnversionedType]int{}
 	seen := map[string]bool{}
 	for _, c := range controllers {
 		for _, t := range c.types() {
@@ -431,7 +431,7 @@ func watchedGroupVersions(controllers []*Controller) [][]*pbresource.Type {
 				continue
 			}
 			seen[resource.TypeString(t)] = true
-			key := resource.UnversionedTypeString(t)
+			key := resource.UnversionedTypeFrom(t)
 			i, ok := at[key]
 			if !ok {
 				i = len(out)
@@ -460,20 +460,20 @@ func countdown(n int, done chan struct{}) func() {
 func (m *Manager) waitPrimed(ctx context.Context, c *Controller) bool {
 	var chans []chan struct{}
 	for _, t := range c.types() {
-		chans = append(chans, m.primed[resource.UnversionedTypeString(t)])
+		chans = append(chans, m.primed[resource.UnversionedTypeFrom(t)])
 	}
 	return waitClosed(ctx, chans)
 }
 
 // dispatcher returns the cache sink of one type: it hands each change to
 // the running controllers that manage or watch the type.
-func (m *Manager) dispatcher(typeKey string) func(cache.Event) {
+func (m *Manager) dispatcher(typ resource.UnversionedType) func(cache.Event) {
 	return func(ev cache.Event) {
 		m.subsMu.RLock()
-		subs := m.subs[typeKey]
+		subs := m.subs[typ]
 		m.subsMu.RUnlock()
 		for _, s := range subs {
-			s.deliver(typeKey, ev)
+			s.deliver(typ, ev)
 		}
 	}
 }
@@ -481,7 +481,7 @@ func (m *Manager) dispatcher(typeKey string) func(cache.Event) {
 func (m *Manager) subscribe(s *subscription) {
 	m.subsMu.Lock()
 	defer m.subsMu.Unlock()
-	for _, key := range s.typeKeys() {
+	for _, key := range s.types() {
 		m.subs[key] = append(append([]*subscription(nil), m.subs[key]...), s)
 	}
 }
@@ -489,7 +489,7 @@ func (m *Manager) subscribe(s *subscription) {
 func (m *Manager) unsubscribe(s *subscription) {
 	m.subsMu.Lock()
 	defer m.subsMu.Unlock()
-	for _, key := range s.typeKeys() {
+	for _, key := range s.types() {
 		var kept []*subscription
 		for _, other := range m.subs[key] {
 			if other != s {

@@ -53,14 +53,14 @@ func (in *inbox) take() []mapperJob {
 // retryKey names a watched resource: its type (one mapper per watched type)
 // and its tenancy and name.
 type retryKey struct {
-	typ string
+	typ resource.UnversionedType
 	key reconcile.RequestKey
 }
 
 func retryKeyOf(j mapperJob) retryKey {
 	id := j.event.Resource.GetId()
 	return retryKey{
-		typ: resource.UnversionedTypeString(id.GetType()),
+		typ: resource.UnversionedTypeFrom(id.GetType()),
 		key: reconcile.Request{ID: id}.Key(),
 	}
 }

@@ -89,7 +89,7 @@ func (m *Manager) primeState() (*notPrimedError, <-chan struct{}, <-chan struct{
 	var wait chan struct{}
 	if !m.primedLocked() {
 		for _, gvs := range watchedGroupVersions(m.controllers) {
-			if ch := m.primed[resource.UnversionedTypeString(gvs[0])]; !isClosed(ch) {
+			if ch := m.primed[resource.UnversionedTypeFrom(gvs[0])]; !isClosed(ch) {
 				unprimed = append(unprimed, gvs...)
 				if wait == nil {
 					wait = ch

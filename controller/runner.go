@@ -20,17 +20,17 @@ type workQueue = queue.Queue[reconcile.RequestKey, reconcile.Request]
 
 // subscription is one running controller as the dispatcher sees it.
 type subscription struct {
-	c          *Controller
-	managedKey string
-	watches    map[string]reconcile.DependencyMapper
-	queue      *workQueue
-	inbox      inbox
-	filters    map[string][]predicate.Predicate // nil without WithEventFilter
-	logger     hclog.Logger
+	c       *Controller
+	managed resource.UnversionedType
+	watches map[resource.UnversionedType]reconcile.DependencyMapper
+	queue   *workQueue
+	inbox   inbox
+	filters map[resource.UnversionedType][]predicate.Predicate // nil without WithEventFilter
+	logger  hclog.Logger
 }
 
-func (s *subscription) typeKeys() []string {
-	keys := []string{s.managedKey}
+func (s *subscription) types() []resource.UnversionedType {
+	keys := []resource.UnversionedType{s.managed}
 	for k := range s.watches {
 		keys = append(keys, k)
 	}
@@ -39,16 +39,16 @@ func (s *subscription) typeKeys() []string {
 
 // deliver routes one cache change: the managed type queues the resource,
 // a watched type goes to its mapper.
-func (s *subscription) deliver(typeKey string, ev cache.Event) {
-	if f := s.filters[typeKey]; f != nil && !passes(f, ev, s.logger) {
+func (s *subscription) deliver(typ resource.UnversionedType, ev cache.Event) {
+	if f := s.filters[typ]; f != nil && !passes(f, ev, s.logger) {
 		return
 	}
-	if typeKey == s.managedKey {
+	if typ == s.managed {
 		req := reconcile.Request{ID: ev.Resource.Id} // read-only, like the event
 		s.queue.Add(req.Key(), req)
 		return
 	}
-	if mapper, ok := s.watches[typeKey]; ok {
+	if mapper, ok := s.watches[typ]; ok {
 		ev.Old = nil // mappers see the new state; do not keep the old copy alive while the change waits
 		s.inbox.push(mapperJob{mapper: mapper, event: ev})
 	}
@@ -76,16 +76,16 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	}
 
 	s := &subscription{
-		c:          c,
-		managedKey: resource.UnversionedTypeString(c.managedType),
-		watches:    make(map[string]reconcile.DependencyMapper),
-		queue:      q,
-		filters:    c.eventFilters(),
-		logger:     logger,
+		c:       c,
+		managed: resource.UnversionedTypeFrom(c.managedType),
+		watches: make(map[resource.UnversionedType]reconcile.DependencyMapper),
+		queue:   q,
+		filters: c.eventFilters(),
+		logger:  logger,
 	}
 	s.inbox.init()
 	for _, w := range c.watches {
-		s.watches[resource.UnversionedTypeString(w.typ)] = w.mapper
+		s.watches[resource.UnversionedTypeFrom(w.typ)] = w.mapper
 	}
 	// Subscribe before listing: a change after this point is delivered, a
 	// change before it is in the cache already, so nothing falls between.

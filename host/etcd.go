@@ -134,10 +134,11 @@ type leaderLease interface {
 	controller.Fencer
 }
 
-// etcdStorage is an open etcd store: the backend, the leader lease, and
+// hostStorage is an open store: the backend, the leader lease (nil in
+// memory: the server is always the leader), and
 // close, which resigns leadership (call it after the controllers stopped)
 // and closes the client.
-type etcdStorage struct {
+type hostStorage struct {
 	backend  storage.Backend
 	lease    leaderLease
 	election string // the election key, which names the lease in loom_leader
@@ -146,7 +147,7 @@ type etcdStorage struct {
 
 // openEtcd connects to etcd, checks that it answers, and starts
 // campaigning for leadership; opts add to the backend's options.
-func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time.Duration, logger hclog.Logger, opts ...loometcd.Option) (*etcdStorage, error) {
+func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time.Duration, logger hclog.Logger, opts ...loometcd.Option) (*hostStorage, error) {
 	// The TLS files are checked until the client is closed.
 	reloadCtx, stopReload := context.WithCancel(context.Background())
 	tlsCfg, err := f.tlsConfig(reloadCtx, reload, logger.Named("tls"))
@@ -211,7 +212,7 @@ func openEtcd(ctx context.Context, f etcdFlags, watchLogBytes int64, reload time
 		"election", electionKey, "lease_ttl", f.leaseTTL, "node", f.nodeName, "tls", tlsCfg != nil,
 		"call_timeout", f.callTimeout)
 
-	return &etcdStorage{
+	return &hostStorage{
 		backend:  backend,
 		lease:    lease,
 		election: electionKey,

@@ -52,6 +52,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/loomrt/loom/acl"
 	"github.com/loomrt/loom/internal/daemon"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,10 +68,10 @@ import (
 	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/builtin"
 	"github.com/loomrt/loom/server/bulk"
 	"github.com/loomrt/loom/server/catalog"
 	"github.com/loomrt/loom/server/history"
-	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage"
 	"github.com/loomrt/loom/storage/inmem"
 )
@@ -202,75 +204,22 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		return err
 	}
 
-	// What the storage needs: the backend, the leader lease (nil: this
-	// server is always the leader) and what to close when the server has
-	// stopped.
-	var (
-		backend  storage.Backend
-		lease    leaderLease
-		election = inmemLease // names the lease in loom_leader
-		closeFn  = func() {}
-	)
-	switch f.storage {
-	case "etcd":
-		st, err := openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger, f.history.etcdOption())
-		if err != nil {
-			return err
-		}
-		backend, lease, election, closeFn = st.backend, st.lease, st.election, st.close
-	default:
-		backend = inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes), f.history.inmemOption())
-	}
-	defer closeFn()
-
-	// The server reads the registry on every request, so the types the
-	// user registers below are served. Every host serves loom.v1.Lease, on
-	// which remote controller replicas elect their leader (package
-	// leaderelection).
-	registry := resource.NewRegistry()
-	if err := leaderelection.RegisterTypes(registry); err != nil {
-		return err
-	}
-	svcCfg := server.Config{
-		Backend:          backend,
-		Registry:         registry,
-		Logger:           logger.Named("resource"),
-		MaxResourceBytes: f.maxResource,
-		MaxListBytes:     f.maxListBytes,
-		MaxLargeLists:    f.maxLargeLists,
-	}
-	if acls != nil {
-		// Every network caller is checked; the host's own controllers
-		// and reaper (in process, which no caller can pose as) are not.
-		svcCfg.ACLResolver = server.TrustInProcess(acls.Resolve)
-	}
-	svc := server.New(svcCfg)
-	if acls != nil {
-		// A reload ends the watches whose tokens it revoked or narrowed.
-		acls.OnReload(svc.ReauthorizeWatches)
-	}
-
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	grpcMetrics := newGRPCMetrics()
-	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()), certExpiry)
-	mustRegisterStorageMetrics(metrics, backend, logger)
-	mustRegisterLeaderMetric(metrics, election, lease)
-
-	// The controllers run in this process and talk to the service directly.
-	// A single in-memory server is always the leader; on etcd the servers
-	// elect one.
-	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
-	if lease != nil {
-		mgrOpts = append(mgrOpts, controller.WithLease(lease))
-	}
-	mgr, err := controller.NewManager(server.NewInProcessClient(svc), logger.Named("controller"), mgrOpts...)
+	st, err := openStorage(ctx, f, logger)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Register(reaper.Controller()); err != nil {
+	defer st.close()
+	backend, lease := st.backend, st.lease
+
+	metrics := prometheus.NewRegistry()
+	registry, svc, mgr, err := newService(f, backend, lease, acls, metrics, logger)
+	if err != nil {
 		return err
 	}
+
+	grpcMetrics := newGRPCMetrics()
+	registerMetrics(metrics, grpcMetrics, certExpiry, st, logger)
+
 	h := &Host{registry: registry, mgr: mgr, metrics: metrics, logger: logger, dev: f.dev}
 	if !f.controllers {
 		// The user's controllers register on a Manager that never runs:
@@ -311,41 +260,9 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	shuttingDown, beginShutdown := context.WithCancel(context.Background())
 	defer beginShutdown()
 	var unary unaryTracker
-	grpcOpts := append(svc.ServerOptions(),
-		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreamsOnShutdown(shuttingDown)),
-		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), unary.intercept),
-	)
-	closeAudit := func() {}
-	if acls != nil {
-		audit := newAuditor(acls, logger.Named("audit"), metrics)
-		closeAudit = audit.Close
-		defer closeAudit()
-		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
-	}
-	grpcOpts = append(grpcOpts, limitOptions(f)...)
-	if tlsOpt != nil {
-		grpcOpts = append(grpcOpts, tlsOpt)
-	}
-	gs := grpc.NewServer(grpcOpts...)
-	svc.Register(gs)
-	if _, on := f.history.limits(); on {
-		// Off, the history service is not served at all: its clients get
-		// Unimplemented, as from a server that has none (Consul's), rather
-		// than an empty history they could take for the truth.
-		history.New(svc).Register(gs)
-	}
-	bulk.New(svc, f.bulk.limits()).Register(gs)
-	catalog.New(svc).Register(gs)
-	healthSrv := health.NewServer()
-	healthpb.RegisterHealthServer(gs, healthSrv)
-	if f.reflection {
-		var resolve func(context.Context) (resource.Authorizer, error)
-		if acls != nil {
-			resolve = acls.Resolve
-		}
-		registerReflection(gs, resolve)
-	}
-	grpcMetrics.InitializeMetrics(gs)
+	gs, healthSrv, closeAudit := newGRPCServer(f, svc, acls, tlsOpt, grpcMetrics, metrics,
+		endStreamsOnShutdown(shuttingDown), unary.intercept, logger)
+	defer closeAudit()
 
 	aclCtx, stopACL := context.WithCancel(context.Background())
 	defer stopACL()
@@ -361,15 +278,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		defer httpSrv.Stop(f.shutdownTimeout, logger.Named("http"))
 	}
 
-	if f.dev {
-		logger.Info("development server: resources are kept in memory and lost on exit",
-			"storage", f.storage, "types", typeNames(registry))
-	} else {
-		logger.Info("serving", "storage", f.storage, "types", typeNames(registry))
-	}
-	if !f.controllers {
-		logger.Info("serving the types only: the controllers registered are not run (-controllers=false); the reaper runs")
-	}
+	logServing(f, registry, logger)
 	addrs := Addrs{GRPC: lis.Addr().String()}
 	logger.Info("gRPC server listening", "addr", addrs.GRPC)
 	if httpSrv != nil {
@@ -386,16 +295,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		return fmt.Errorf("serving gRPC: %w", err)
 	}
 
-	// Drain: /readyz and the health service tell load balancers and
-	// health-checking clients to go elsewhere while this server still
-	// serves everything, new connections included; only then does it
-	// refuse new RPCs.
-	serving.Store(false)
-	healthSrv.Shutdown()
-	if f.drainPeriod > 0 {
-		logger.Info("draining: serving on while /readyz fails", "period", f.drainPeriod)
-		time.Sleep(f.drainPeriod)
-	}
+	drain(f, &serving, healthSrv, logger)
 	logger.Info("shutting down", "timeout", f.shutdownTimeout)
 	svc.Shutdown()
 	beginShutdown()
@@ -410,6 +310,147 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// openStorage opens the storage f names: the backend, the leader lease
+// (nil: this server is always the leader) and what to close when the
+// server has stopped.
+func openStorage(ctx context.Context, f config, logger hclog.Logger) (*hostStorage, error) {
+	if f.storage == "etcd" {
+		return openEtcd(ctx, f.etcd, f.watchLogBytes, f.reloadInterval, logger, f.history.etcdOption())
+	}
+	return &hostStorage{
+		backend:  inmem.New(inmem.WithWatchLogBytes(f.watchLogBytes), f.history.inmemOption()),
+		election: inmemLease,
+		close:    func() {},
+	}, nil
+}
+
+// newService makes the ResourceService on backend with the host's types
+// registered, and the Manager of the controllers that run in this process,
+// the built-in ones registered (see builtin.New); the Manager follows lease
+// when there is one, and reports to metrics.
+func newService(f config, backend storage.Backend, lease leaderLease, acls *acl.Source, metrics *prometheus.Registry, logger hclog.Logger,
+) (resource.Registry, *server.Server, *controller.Manager, error) {
+	// The server reads the registry on every request, so the types the
+	// user registers below are served. Every host serves loom.v1.Lease, on
+	// which remote controller replicas elect their leader (package
+	// leaderelection).
+	registry := resource.NewRegistry()
+	if err := leaderelection.RegisterTypes(registry); err != nil {
+		return nil, nil, nil, err
+	}
+	svcCfg := server.Config{
+		Backend:          backend,
+		Registry:         registry,
+		Logger:           logger.Named("resource"),
+		MaxResourceBytes: f.maxResource,
+		MaxListBytes:     f.maxListBytes,
+		MaxLargeLists:    f.maxLargeLists,
+	}
+	if acls != nil {
+		// Every network caller is checked; the host's own controllers
+		// and reaper (in process, which no caller can pose as) are not.
+		svcCfg.ACLResolver = server.TrustInProcess(acls.Resolve)
+	}
+	// The controllers run in this process and talk to the service directly.
+	// A single in-memory server is always the leader; on etcd the servers
+	// elect one. The server comes with its built-in controllers (the
+	// reaper) registered on mgr.
+	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
+	if lease != nil {
+		mgrOpts = append(mgrOpts, controller.WithLease(lease))
+	}
+	svc, mgr, err := builtin.New(svcCfg, logger.Named("controller"), mgrOpts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if acls != nil {
+		// A reload ends the watches whose tokens it revoked or narrowed.
+		acls.OnReload(svc.ReauthorizeWatches)
+	}
+
+	return registry, svc, mgr, nil
+}
+
+// newGRPCServer makes the gRPC server with the service's options, the
+// interceptors (metrics, the shutdown's end of streams, the tracking of
+// unary calls, and the audit with ACLs), the limits of f and TLS, and
+// registers the ResourceService and the services beside it. closeAudit
+// flushes the audit log.
+func newGRPCServer(f config, svc *server.Server, acls *acl.Source, tlsOpt grpc.ServerOption, grpcMetrics *grpcprom.ServerMetrics,
+	metrics *prometheus.Registry, endStreams grpc.StreamServerInterceptor, trackUnary grpc.UnaryServerInterceptor, logger hclog.Logger,
+) (gs *grpc.Server, healthSrv *health.Server, closeAudit func()) {
+	grpcOpts := append(svc.ServerOptions(),
+		grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor(), endStreams),
+		grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor(), trackUnary),
+	)
+	closeAudit = func() {}
+	if acls != nil {
+		audit := newAuditor(acls, logger.Named("audit"), metrics)
+		closeAudit = audit.Close
+		grpcOpts = append(grpcOpts, grpc.ChainUnaryInterceptor(audit.unary), grpc.ChainStreamInterceptor(audit.stream))
+	}
+	grpcOpts = append(grpcOpts, limitOptions(f)...)
+	if tlsOpt != nil {
+		grpcOpts = append(grpcOpts, tlsOpt)
+	}
+	gs = grpc.NewServer(grpcOpts...)
+	svc.Register(gs)
+	if _, on := f.history.limits(); on {
+		// Off, the history service is not served at all: its clients get
+		// Unimplemented, as from a server that has none (Consul's), rather
+		// than an empty history they could take for the truth.
+		history.New(svc).Register(gs)
+	}
+	bulk.New(svc, f.bulk.limits()).Register(gs)
+	catalog.New(svc).Register(gs)
+	healthSrv = health.NewServer()
+	healthpb.RegisterHealthServer(gs, healthSrv)
+	if f.reflection {
+		var resolve func(context.Context) (resource.Authorizer, error)
+		if acls != nil {
+			resolve = acls.Resolve
+		}
+		registerReflection(gs, resolve)
+	}
+	grpcMetrics.InitializeMetrics(gs)
+	return gs, healthSrv, closeAudit
+}
+
+// registerMetrics registers the process's, the build's, gRPC's, the
+// certificates', the storage's and the leader lease's metrics.
+func registerMetrics(metrics *prometheus.Registry, grpcMetrics *grpcprom.ServerMetrics, certExpiry *prometheus.GaugeVec, st *hostStorage, logger hclog.Logger) {
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(grpcMetrics, daemon.BuildInfoCollector(daemon.ReadBuildInfo()), certExpiry)
+	mustRegisterStorageMetrics(metrics, st.backend, logger)
+	mustRegisterLeaderMetric(metrics, st.election, st.lease)
+}
+
+// logServing logs what the host serves once it listens.
+func logServing(f config, registry resource.Registry, logger hclog.Logger) {
+	if f.dev {
+		logger.Info("development server: resources are kept in memory and lost on exit",
+			"storage", f.storage, "types", typeNames(registry))
+	} else {
+		logger.Info("serving", "storage", f.storage, "types", typeNames(registry))
+	}
+	if !f.controllers {
+		logger.Info("serving the types only: the controllers registered are not run (-controllers=false); the reaper runs")
+	}
+}
+
+// drain makes /readyz and the health service tell load balancers and
+// health-checking clients to go elsewhere while this server still serves
+// everything, new connections included, for f's drain period; only then
+// does the shutdown refuse new RPCs.
+func drain(f config, serving *atomic.Bool, healthSrv *health.Server, logger hclog.Logger) {
+	serving.Store(false)
+	healthSrv.Shutdown()
+	if f.drainPeriod > 0 {
+		logger.Info("draining: serving on while /readyz fails", "period", f.drainPeriod)
+		time.Sleep(f.drainPeriod)
+	}
 }
 
 func typeNames(r resource.Registry) string {

@@ -23,8 +23,9 @@ import (
 type Predicate func(ev cache.Event) bool
 
 // GenerationChanged passes creations, deletions and updates that changed
-// the resource's Generation (its data, metadata or owner) or its Uid, and
-// drops the rest: updates that changed only statuses, whoever wrote them.
+// the resource's Generation (its data or metadata; the owner never changes)
+// or its Uid, and drops the rest: updates that changed only statuses,
+// whoever wrote them.
 // A controller that reacts to statuses (its own or others') must not use it.
 func GenerationChanged() Predicate {
 	return func(ev cache.Event) bool {
@@ -41,7 +42,7 @@ func GenerationChanged() Predicate {
 // Runtime.WriteStatus): the event the controller's own status write causes,
 // which would otherwise queue the resource once more for a reconcile that
 // finds nothing to do. It passes everything else: creations, deletions,
-// changes of data, metadata or owner (a new Generation), a new Uid, and
+// changes of data or metadata (a new Generation), a new Uid, and
 // changes to any other status key (other statuses are compared with
 // resource.EqualStatus, so a rewrite that changes only UpdatedAt counts as
 // no change).

@@ -50,18 +50,11 @@ type Request struct {
 // Key returns the work-queue key of the request: its tenancy and name. A
 // controller manages one type, so the type is not part of the key, and a
 // request with a Uid and one without are the same work.
-func (r Request) Key() RequestKey {
-	ten := r.ID.GetTenancy()
-	return RequestKey{Partition: ten.GetPartition(), Namespace: ten.GetNamespace(), Name: r.ID.GetName()}
-}
+func (r Request) Key() RequestKey { return resource.NameKeyOf(r.ID) }
 
-// RequestKey identifies a managed resource in a controller's work queue.
-type RequestKey struct {
-	Partition, Namespace, Name string
-}
-
-// String renders the key as "partition/namespace/name".
-func (k RequestKey) String() string { return k.Partition + "/" + k.Namespace + "/" + k.Name }
+// RequestKey identifies a managed resource in a controller's work queue: the
+// resource's resource.NameKey.
+type RequestKey = resource.NameKey
 
 // Reconciler brings the world in line with one resource. Return nil when
 // done, an error to retry with backoff, or reconcile.RequeueAfter /

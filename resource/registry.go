@@ -95,7 +95,8 @@ type Registry interface {
 	Types() []Registered
 }
 
-type typeKey struct{ group, version, kind string }
+// versionedType is a type with its GroupVersion: the key of a registration.
+type versionedType struct{ group, version, kind string }
 
 // TypeRegistry is the standard Registry.
 //
@@ -105,7 +106,7 @@ type typeKey struct{ group, version, kind string }
 // call.
 type TypeRegistry struct {
 	mu    sync.Mutex // serializes Add
-	types atomic.Pointer[map[typeKey]Registered]
+	types atomic.Pointer[map[versionedType]Registered]
 }
 
 // NewRegistry returns an empty registry.
@@ -114,7 +115,7 @@ func NewRegistry() *TypeRegistry {
 }
 
 // load returns the registered types, which nobody may change.
-func (r *TypeRegistry) load() map[typeKey]Registered {
+func (r *TypeRegistry) load() map[versionedType]Registered {
 	if p := r.types.Load(); p != nil {
 		return *p
 	}
@@ -142,7 +143,7 @@ func (r *TypeRegistry) Add(reg Registered) error {
 	reg.Type = cloneType(reg.Type)
 	next := maps.Clone(types)
 	if next == nil {
-		next = make(map[typeKey]Registered, 1)
+		next = make(map[versionedType]Registered, 1)
 	}
 	next[key] = reg
 	r.types.Store(&next)
@@ -169,6 +170,6 @@ func (r *TypeRegistry) Types() []Registered {
 	return out
 }
 
-func keyOf(t *pbresource.Type) typeKey {
-	return typeKey{t.GetGroup(), t.GetGroupVersion(), t.GetKind()}
+func keyOf(t *pbresource.Type) versionedType {
+	return versionedType{t.GetGroup(), t.GetGroupVersion(), t.GetKind()}
 }

@@ -110,7 +110,41 @@ func TypeString(t *pbresource.Type) string {
 	return t.GetGroup() + "." + t.GetGroupVersion() + "." + t.GetKind()
 }
 
-// UnversionedTypeString renders t as "group.kind", without its GroupVersion.
+// NameKey identifies a resource within its type: its tenancy and name,
+// without its Uid, so the lifetimes of a name share it. It is comparable, a
+// map key; keys order by partition, then namespace, then name (List's
+// order).
+type NameKey struct {
+	Partition, Namespace, Name string
+}
+
+// NameKeyOf returns the NameKey of id.
+func NameKeyOf(id *pbresource.ID) NameKey {
+	ten := id.GetTenancy()
+	return NameKey{Partition: ten.GetPartition(), Namespace: ten.GetNamespace(), Name: id.GetName()}
+}
+
+// String renders the key as "partition/namespace/name".
+func (k NameKey) String() string { return k.Partition + "/" + k.Namespace + "/" + k.Name }
+
+// UnversionedType is a resource type without its GroupVersion: all
+// versions of a type name the same stored resources, the same cached ones
+// and the same work of a controller. It is comparable, a map key.
+type UnversionedType struct {
+	Group string
+	Kind  string
+}
+
+// UnversionedTypeFrom drops the GroupVersion of t.
+func UnversionedTypeFrom(t *pbresource.Type) UnversionedType {
+	return UnversionedType{Group: t.GetGroup(), Kind: t.GetKind()}
+}
+
+// String renders the type as "group.kind".
+func (t UnversionedType) String() string { return t.Group + "." + t.Kind }
+
+// UnversionedTypeString renders t as "group.kind", without its GroupVersion:
+// UnversionedTypeFrom(t).String().
 func UnversionedTypeString(t *pbresource.Type) string {
 	return t.GetGroup() + "." + t.GetKind()
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/builtin"
 	"github.com/loomrt/loom/server/bulk"
 	"github.com/loomrt/loom/server/catalog"
 	"github.com/loomrt/loom/server/history"
-	"github.com/loomrt/loom/server/reaper"
 	"github.com/loomrt/loom/storage/inmem"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -140,7 +140,7 @@ func StartService(t T, opts ...ServiceOption) *Service {
 		svc.Client = newConsulClient(svc.Client, cfg.consulStale)
 	}
 	if cfg.builtins {
-		svc.Builtins = RunControllers(t, svc.Client, reaper.Controller())
+		svc.Builtins = RunControllers(t, svc.Client, builtin.Controllers()...)
 	}
 	return svc
 }

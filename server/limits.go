@@ -14,6 +14,7 @@ import (
 	"github.com/loomrt/loom/internal/pblayout"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
+	"github.com/loomrt/loom/storage"
 )
 
 // The limits on what one resource may hold. The size limit is
@@ -312,7 +313,7 @@ func (l *limits) checkStatusSize(stored *pbresource.Resource, key string, st *pb
 	if n <= l.resourceBytes || n <= old+room {
 		return nil
 	}
-	return tooLarge(withStatus(stored, key, st), n, "status", l.resourceBytes)
+	return tooLarge(storage.WithStatus(stored, key, st), n, "status", l.resourceBytes)
 }
 
 // statusWriteSize returns storedSize of stored with st under key, and of

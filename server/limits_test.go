@@ -449,7 +449,7 @@ func TestStatusWriteSize(t *testing.T) {
 		for _, st := range []*pbresource.Status{simpleStatus(stored.Generation), bigStatus("g", 1000), {}} {
 			stored.Status = statuses
 			n, old := statusWriteSize(stored, "k", st)
-			require.Equal(t, storedSize(withStatus(stored, "k", st)), n, name)
+			require.Equal(t, storedSize(storage.WithStatus(stored, "k", st)), n, name)
 			require.Equal(t, storedSize(stored), old, name)
 		}
 	}

@@ -257,6 +257,11 @@ var _ pbresource.ResourceServiceServer = (*Server)(nil)
 // New returns a Server for cfg. It registers the Tombstone type
 // (resource.TypeV1Tombstone, namespace-scoped) in the registry unless it is
 // already there. It panics if cfg.Backend is nil or a limit is negative.
+//
+// The Server alone does no cascading deletion: deleting an owner stores a
+// tombstone, and the reaper controller deletes what it owned. Embedders make
+// the server with builtin.New (package server/builtin), which returns it
+// with a Manager that runs the reaper.
 func New(cfg Config) *Server {
 	if cfg.Backend == nil {
 		panic("server.New: Config.Backend is required")

@@ -107,6 +107,25 @@ func (in *writeIntent) cas() bool { return in.version != "" }
 // strongly consistent read.
 var errRetry = errors.New("retry")
 
+// refuse returns refusal if the read it rests on was strongly consistent,
+// and errRetry otherwise: a stale read can make an existing resource look
+// absent, or a current one look changed, so a refusal is confirmed by a
+// strong read before it is sent.
+func refuse(consistency storage.ReadConsistency, refusal error) error {
+	if consistency == storage.EventualConsistency {
+		return errRetry
+	}
+	return refusal
+}
+
+// versionMismatch is the refusal of a compare-and-swap whose version is not
+// stored's.
+func versionMismatch(version string, stored *pbresource.Resource) error {
+	return status.Errorf(codes.Aborted,
+		"version %s does not match the stored version %q: the resource changed since it was read",
+		resource.Quote(version), stored.Version)
+}
+
 func (s *Server) write(ctx context.Context, authz resource.Authorizer, reg resource.Registered, b *writeMessages, data proto.Message, create bool) (*pbresource.Resource, error) {
 	res := &b.res
 	in := &writeIntent{
@@ -183,19 +202,14 @@ func mismatchedStored(err error) *pbresource.Resource {
 // create handles a Write when nothing is stored under the name.
 func (s *Server) create(ctx context.Context, in *writeIntent, consistency storage.ReadConsistency) (*pbresource.Resource, error) {
 	if in.cas() || in.uid != "" {
-		// A stale read could make an existing resource look absent: make
-		// sure before refusing.
-		if consistency == storage.EventualConsistency {
-			return nil, errRetry
-		}
 		if in.cas() {
-			return nil, status.Errorf(codes.Aborted,
+			return nil, refuse(consistency, status.Errorf(codes.Aborted,
 				"resource %s does not exist, so version %s cannot match; leave version empty to create it",
-				resource.ReferenceString(in.res.Id), resource.Quote(in.version))
+				resource.ReferenceString(in.res.Id), resource.Quote(in.version)))
 		}
-		return nil, status.Errorf(codes.NotFound,
+		return nil, refuse(consistency, status.Errorf(codes.NotFound,
 			"resource %s with uid %s does not exist; leave id.uid empty to create it",
-			resource.ReferenceString(in.res.Id), in.uid)
+			resource.ReferenceString(in.res.Id), in.uid))
 	}
 	if len(in.status) > 0 {
 		return nil, invalidField("status", "cannot be set by Write; use WriteStatus once the resource exists")
@@ -253,15 +267,12 @@ func (s *Server) resolveOwner(ctx context.Context, in *writeIntent, consistency 
 	if err := s.authorizeOwner(in.authz, name, stored); err != nil {
 		return err
 	}
-	if stored == nil || (in.ownerUid != "" && stored.Id.Uid != in.ownerUid) {
-		if consistency == storage.EventualConsistency {
-			return errRetry
-		}
-		if stored == nil {
-			return invalidField("owner", "resource %s does not exist", resource.ReferenceString(o))
-		}
-		return invalidField("owner", "resource %s with uid %s does not exist (it was deleted, and maybe created again); leave owner.uid empty to name the current one",
-			resource.ReferenceString(o), resource.Quote(in.ownerUid))
+	if stored == nil {
+		return refuse(consistency, invalidField("owner", "resource %s does not exist", resource.ReferenceString(o)))
+	}
+	if in.ownerUid != "" && stored.Id.Uid != in.ownerUid {
+		return refuse(consistency, invalidField("owner", "resource %s with uid %s does not exist (it was deleted, and maybe created again); leave owner.uid empty to name the current one",
+			resource.ReferenceString(o), resource.Quote(in.ownerUid)))
 	}
 	in.owner = withUid(o, stored.Id.Uid)
 	return nil
@@ -278,11 +289,8 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 		}
 	}
 	if in.create {
-		if consistency == storage.EventualConsistency {
-			return nil, errRetry // may be stale: make sure
-		}
-		return nil, status.Errorf(codes.AlreadyExists, "resource %s already exists (uid %s); delete it, or restore it as another version",
-			resource.ReferenceString(in.res.Id), stored.Id.Uid)
+		return nil, refuse(consistency, status.Errorf(codes.AlreadyExists, "resource %s already exists (uid %s); delete it, or restore it as another version",
+			resource.ReferenceString(in.res.Id), stored.Id.Uid))
 	}
 	if in.uid != "" && in.uid != stored.Id.Uid {
 		return nil, status.Errorf(codes.FailedPrecondition,
@@ -290,12 +298,7 @@ func (s *Server) update(ctx context.Context, in *writeIntent, stored *pbresource
 			in.uid, stored.Id.Uid)
 	}
 	if in.cas() && in.version != stored.Version {
-		if consistency == storage.EventualConsistency {
-			return nil, errRetry
-		}
-		return nil, status.Errorf(codes.Aborted,
-			"version %s does not match the stored version %q: the resource changed since it was read",
-			resource.Quote(in.version), stored.Version)
+		return nil, refuse(consistency, versionMismatch(in.version, stored))
 	}
 	if len(in.status) > 0 && !resource.EqualStatusMap(in.status, stored.Status) {
 		return nil, invalidField("status", "cannot be changed by Write; use WriteStatus (or leave status empty to keep it)")

@@ -64,16 +64,12 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	req *pbresource.WriteStatusRequest, st *pbresource.Status, stored *pbresource.Resource, consistency storage.ReadConsistency,
 ) (*pbresource.Resource, error) {
 	cas := req.Version != ""
-	stale := consistency == storage.EventualConsistency
 	if stored == nil {
-		if stale {
-			return nil, errRetry
-		}
 		// Only a caller allowed to write it may learn that it is gone.
 		if err := aclError(reg.AuthorizeWrite(authz, &pbresource.Resource{Id: id}, nil)); err != nil {
-			return nil, err
+			return nil, refuse(consistency, err)
 		}
-		return nil, status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id))
+		return nil, refuse(consistency, status.Errorf(codes.NotFound, "resource %s does not exist", resource.IDString(id)))
 	}
 	// Authorized before anything about stored is told: its Uid, its
 	// version.
@@ -81,20 +77,12 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 		return nil, err
 	}
 	if stored.Id.Uid != id.Uid {
-		if stale {
-			return nil, errRetry
-		}
-		return nil, status.Errorf(codes.FailedPrecondition,
+		return nil, refuse(consistency, status.Errorf(codes.FailedPrecondition,
 			"id.uid %s does not match the stored resource's uid %s: the resource was deleted and created again",
-			id.Uid, stored.Id.Uid)
+			id.Uid, stored.Id.Uid))
 	}
 	if cas && req.Version != stored.Version {
-		if stale {
-			return nil, errRetry
-		}
-		return nil, status.Errorf(codes.Aborted,
-			"version %s does not match the stored version %q: the resource changed since it was read",
-			resource.Quote(req.Version), stored.Version)
+		return nil, refuse(consistency, versionMismatch(req.Version, stored))
 	}
 	if err := s.limits.checkStatusKeys(stored, req.Key); err != nil {
 		return nil, err
@@ -107,29 +95,13 @@ func (s *Server) writeStatusOnce(ctx context.Context, authz resource.Authorizer,
 	if sw, ok := s.backend.(storage.StatusWriter); ok {
 		out, err = sw.WriteStatusCAS(ctx, stored, req.Key, st)
 	} else {
-		out, err = s.backend.WriteCAS(ctx, withStatus(stored, req.Key, st))
+		out, err = s.backend.WriteCAS(ctx, storage.WithStatus(stored, req.Key, st))
 	}
 	if errors.Is(err, storage.ErrTooLarge) {
-		return nil, writeError(cas, withStatus(stored, req.Key, st), "status", err)
+		return nil, writeError(cas, storage.WithStatus(stored, req.Key, st), "status", err)
 	}
 	if err != nil {
 		return nil, casError(cas, err)
 	}
 	return out, nil
-}
-
-// withStatus returns a shallow copy of stored with st under key: the
-// resource a status write stores. The shared parts are only read, and the
-// backend copies what it stores.
-func withStatus(stored *pbresource.Resource, key string, st *pbresource.Status) *pbresource.Resource {
-	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
-	for k, v := range stored.Status {
-		statuses[k] = v
-	}
-	statuses[key] = st
-	return &pbresource.Resource{
-		Id: stored.Id, Owner: stored.Owner, Data: stored.Data,
-		Version: stored.Version, Generation: stored.Generation,
-		Metadata: stored.Metadata, Status: statuses,
-	}
 }

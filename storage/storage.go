@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/selector"
 )
 
@@ -322,15 +323,13 @@ type WatchStats struct {
 }
 
 // UnversionedType is a resource type without its GroupVersion: the identity
-// under which resources are stored.
-type UnversionedType struct {
-	Group string
-	Kind  string
-}
+// under which resources are stored (resource.UnversionedType, named here too
+// for the backends).
+type UnversionedType = resource.UnversionedType
 
 // UnversionedTypeFrom drops the GroupVersion of t.
 func UnversionedTypeFrom(t *pbresource.Type) UnversionedType {
-	return UnversionedType{Group: t.GetGroup(), Kind: t.GetKind()}
+	return resource.UnversionedTypeFrom(t)
 }
 
 // GroupVersionMismatchError is returned by Read when the resource is stored
@@ -467,4 +466,24 @@ type StatusWriter interface {
 	// with a request), and once a call succeeds it is stored, so the caller
 	// never changes it again.
 	WriteStatusCAS(ctx context.Context, stored *pbresource.Resource, key string, status *pbresource.Status) (*pbresource.Resource, error)
+}
+
+// WithStatus returns the resource a status write stores: stored with status
+// under key. It shares every part of stored but the status map, which is
+// new, so neither stored nor the result may be modified.
+func WithStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
+	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
+	for k, v := range stored.Status {
+		statuses[k] = v
+	}
+	statuses[key] = status
+	return &pbresource.Resource{
+		Id:         stored.Id,
+		Owner:      stored.Owner,
+		Data:       stored.Data,
+		Version:    stored.Version,
+		Generation: stored.Generation,
+		Metadata:   stored.Metadata,
+		Status:     statuses,
+	}
 }

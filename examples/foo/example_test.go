@@ -12,6 +12,7 @@ import (
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"
+	"github.com/loomrt/loom/server/builtin"
 	"github.com/loomrt/loom/storage/inmem"
 )
 
@@ -25,7 +26,18 @@ func Example() {
 	if err := foo.RegisterTypes(registry); err != nil {
 		panic(err)
 	}
-	srv := server.New(server.Config{Backend: inmem.New(), Registry: registry})
+	// The server comes with its built-in controllers on a Manager (the
+	// reaper, which deletes what a deleted owner owned): run it beside the
+	// server.
+	srv, mgr, err := builtin.New(server.Config{Backend: inmem.New(), Registry: registry}, nil)
+	if err != nil {
+		panic(err)
+	}
+	mgr.SetLeader(true) // the only server: it leads
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Run(mgrCtx) }()
+	defer func() { stopMgr(); <-mgrDone }()
 	client := server.NewInProcessClient(srv)
 
 	write := func(name, baz string) (*pbresource.Resource, error) {

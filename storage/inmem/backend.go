@@ -238,37 +238,26 @@ func (b *Backend) newFeed(typ storage.UnversionedType) *feed {
 	return f
 }
 
-// rkey locates a resource within its type. Keys order by partition, then
-// namespace, then name, which is List's order.
-type rkey struct {
-	partition, namespace, name string
-}
-
-func keyOf(id *pbresource.ID) rkey {
-	t := id.GetTenancy()
-	return rkey{partition: t.GetPartition(), namespace: t.GetNamespace(), name: id.GetName()}
-}
-
-func compareKeys(a, b rkey) int {
-	if c := cmp.Compare(a.partition, b.partition); c != 0 {
+func compareKeys(a, b resource.NameKey) int {
+	if c := cmp.Compare(a.Partition, b.Partition); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.namespace, b.namespace); c != 0 {
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.name, b.name)
+	return cmp.Compare(a.Name, b.Name)
 }
 
 // ownerKey identifies one lifetime of an owner: its type without version,
 // its key and its Uid.
 type ownerKey struct {
 	typ storage.UnversionedType
-	key rkey
+	key resource.NameKey
 	uid string
 }
 
 func ownerKeyOf(id *pbresource.ID) ownerKey {
-	return ownerKey{typ: storage.UnversionedTypeFrom(id.GetType()), key: keyOf(id), uid: id.GetUid()}
+	return ownerKey{typ: storage.UnversionedTypeFrom(id.GetType()), key: resource.NameKeyOf(id), uid: id.GetUid()}
 }
 
 // entry is one stored name for the lifetime of a resource: it is created by
@@ -278,7 +267,7 @@ func ownerKeyOf(id *pbresource.ID) ownerKey {
 // signature took it from 64); it does not keep sizeOf(res), which a
 // deletion recomputes.
 type entry struct {
-	key rkey
+	key resource.NameKey
 	// res is the stored message, shared read-only with callers.
 	res *pbresource.Resource
 	// sig is the signature of res's metadata, for selective listings.
@@ -299,7 +288,7 @@ func (b *Backend) Read(_ context.Context, _ storage.ReadConsistency, id *pbresou
 	b.mu.RLock()
 	var res *pbresource.Resource
 	if ti := b.typeIndexOf(storage.UnversionedType{Group: typ.Group, Kind: typ.Kind}); ti != nil {
-		if e := ti.byKey.get(keyOf(id)); e != nil {
+		if e := ti.byKey.get(resource.NameKeyOf(id)); e != nil {
 			res = e.res
 		}
 	}
@@ -324,7 +313,7 @@ func (b *Backend) WriteCAS(ctx context.Context, res *pbresource.Resource) (*pbre
 		return nil, errInvalidID
 	}
 	typ := storage.UnversionedTypeFrom(res.Id.Type)
-	key := keyOf(res.Id)
+	key := resource.NameKeyOf(res.Id)
 
 	// Copy outside the lock, so concurrent writers copy in parallel. What
 	// res took over from the stored resource it replaces (a status write
@@ -378,11 +367,11 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 		return nil, errInvalidID
 	}
 	typ := storage.UnversionedTypeFrom(stored.Id.Type)
-	k := keyOf(stored.Id)
+	k := resource.NameKeyOf(stored.Id)
 
 	// Built outside the lock, like WriteCAS's copy; it is thrown away if
 	// stored is no longer current.
-	res := withStatus(stored, key, status)
+	res := storage.WithStatus(stored, key, status)
 	size := sizeOf(res)
 
 	b.mu.Lock()
@@ -399,25 +388,6 @@ func (b *Backend) WriteStatusCAS(_ context.Context, stored *pbresource.Resource,
 	return res, nil
 }
 
-// withStatus returns a resource like stored, sharing its parts, with a new
-// status map holding stored's statuses and status under key.
-func withStatus(stored *pbresource.Resource, key string, status *pbresource.Status) *pbresource.Resource {
-	statuses := make(map[string]*pbresource.Status, len(stored.Status)+1)
-	for k, v := range stored.Status {
-		statuses[k] = v
-	}
-	statuses[key] = status
-	return &pbresource.Resource{
-		Id:         stored.Id,
-		Owner:      stored.Owner,
-		Version:    stored.Version,
-		Generation: stored.Generation,
-		Metadata:   stored.Metadata,
-		Status:     statuses,
-		Data:       stored.Data,
-	}
-}
-
 // typeIndexOf returns typ's index, or nil. The caller holds mu, shared or
 // exclusively.
 func (b *Backend) typeIndexOf(typ storage.UnversionedType) *typeIndex {
@@ -430,7 +400,7 @@ func (b *Backend) typeIndexOf(typ storage.UnversionedType) *typeIndex {
 // current returns the resource stored under key (if update, else nil: a
 // create replaces nothing, or fails), or nil, and the ID of the type's
 // latest write (see typeIndex.like), or nil.
-func (b *Backend) current(typ storage.UnversionedType, key rkey, update bool) (res *pbresource.Resource, like *pbresource.ID) {
+func (b *Backend) current(typ storage.UnversionedType, key resource.NameKey, update bool) (res *pbresource.Resource, like *pbresource.ID) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if ti := b.typeIndexOf(typ); ti != nil {
@@ -451,14 +421,14 @@ func (b *Backend) exists(id *pbresource.ID) bool {
 	if ti == nil {
 		return false
 	}
-	e := ti.byKey.get(keyOf(id))
+	e := ti.byKey.get(resource.NameKeyOf(id))
 	return e != nil && (id.Uid == "" || id.Uid == e.res.Id.GetUid())
 }
 
 // store commits stored, the new form of e (nil when created), at the next
 // revision: it updates the indexes and publishes the change. It returns
 // the entry. The caller holds mu exclusively and has checked the write.
-func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key rkey, e *entry, stored *pbresource.Resource, size int64) *entry {
+func (b *Backend) store(ti *typeIndex, typ storage.UnversionedType, key resource.NameKey, e *entry, stored *pbresource.Resource, size int64) *entry {
 	b.revision++
 	stored.Version = strconv.FormatUint(b.revision, 10)
 	ti.like = stored.Id
@@ -522,7 +492,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 		return errInvalidID
 	}
 	typ := storage.UnversionedTypeFrom(id.Type)
-	key := keyOf(id)
+	key := resource.NameKeyOf(id)
 	do := storage.NewDeleteOptions(opts...)
 	newTombstone := do.Tombstone
 
@@ -569,7 +539,7 @@ func (b *Backend) DeleteCAS(ctx context.Context, id *pbresource.ID, version stri
 // stored under its ID. The caller holds mu exclusively.
 func (b *Backend) storeTombstone(tomb *pbresource.Resource) {
 	typ := storage.UnversionedTypeFrom(tomb.Id.Type)
-	key := keyOf(tomb.Id)
+	key := resource.NameKeyOf(tomb.Id)
 	ti := b.types[typ]
 	if ti == nil {
 		ti = newTypeIndex()
@@ -633,7 +603,7 @@ func (b *Backend) OwnerReferences(_ context.Context, id *pbresource.ID) ([]*pbre
 		if c := cmp.Compare(x.Type.GetKind(), y.Type.GetKind()); c != 0 {
 			return c
 		}
-		return compareKeys(keyOf(x), keyOf(y))
+		return compareKeys(resource.NameKeyOf(x), resource.NameKeyOf(y))
 	})
 	return out, nil
 }
@@ -664,10 +634,10 @@ func newFilter(t *pbresource.Tenancy, prefix string) filter {
 	return filter{partition: t.GetPartition(), namespace: t.GetNamespace(), prefix: prefix}
 }
 
-func (f *filter) matches(k rkey) bool {
-	return (f.partition == storage.Wildcard || f.partition == k.partition) &&
-		(f.namespace == storage.Wildcard || f.namespace == k.namespace) &&
-		len(k.name) >= len(f.prefix) && k.name[:len(f.prefix)] == f.prefix
+func (f *filter) matches(k resource.NameKey) bool {
+	return (f.partition == storage.Wildcard || f.partition == k.Partition) &&
+		(f.namespace == storage.Wildcard || f.namespace == k.Namespace) &&
+		len(k.Name) >= len(f.prefix) && k.Name[:len(f.prefix)] == f.prefix
 }
 
 // publish appends the change at the current revision to the event log and

@@ -56,7 +56,7 @@ type history struct {
 type typeHistory struct {
 	// deleted holds the histories of the names whose last lifetime was
 	// deleted; a live name's history hangs off its entry.
-	deleted map[rkey]*nameHistory
+	deleted map[resource.NameKey]*nameHistory
 	// trash holds the type's kept deletions, oldest first, from head.
 	trash []trashRef
 	head  int
@@ -64,7 +64,7 @@ type typeHistory struct {
 
 // nameHistory is the history of one name of a type.
 type nameHistory struct {
-	key rkey
+	key resource.NameKey
 	// writes holds the last write revisions, oldest first (a ring).
 	writes ring
 	// deletes holds the kept deletion revisions, oldest first.
@@ -180,7 +180,7 @@ func isTombstone(res *pbresource.Resource) bool {
 // historyOf returns ti's history, made if need be.
 func (ti *typeIndex) historyOf() *typeHistory {
 	if ti.hist == nil {
-		ti.hist = &typeHistory{deleted: make(map[rkey]*nameHistory)}
+		ti.hist = &typeHistory{deleted: make(map[resource.NameKey]*nameHistory)}
 	}
 	return ti.hist
 }
@@ -294,7 +294,7 @@ func (b *Backend) nameHistoryOf(id *pbresource.ID) *nameHistory {
 	if ti == nil || ti.hist == nil {
 		return nil
 	}
-	key := keyOf(id)
+	key := resource.NameKeyOf(id)
 	if e := ti.byKey.get(key); e != nil && e.hist != nil {
 		return e.hist
 	}

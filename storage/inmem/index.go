@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/selector"
 	"github.com/loomrt/loom/storage"
 )
@@ -143,17 +144,17 @@ func (ti *typeIndex) bounds(f filter) (lo, hi int, exact bool) {
 	case f.partition == storage.Wildcard:
 		exact = f.namespace == storage.Wildcard && f.prefix == ""
 	case f.namespace == storage.Wildcard:
-		lo = sort.Search(len(s), func(i int) bool { return s[i].key.partition >= f.partition })
-		hi = lo + sort.Search(len(s)-lo, func(i int) bool { return s[lo+i].key.partition > f.partition })
+		lo = sort.Search(len(s), func(i int) bool { return s[i].key.Partition >= f.partition })
+		hi = lo + sort.Search(len(s)-lo, func(i int) bool { return s[lo+i].key.Partition > f.partition })
 		exact = f.prefix == ""
 	default:
-		start := rkey{partition: f.partition, namespace: f.namespace, name: f.prefix}
+		start := resource.NameKey{Partition: f.partition, Namespace: f.namespace, Name: f.prefix}
 		lo = sort.Search(len(s), func(i int) bool { return compareKeys(s[i].key, start) >= 0 })
 		// Within one partition and namespace, the names with a prefix are
 		// contiguous from start.
 		hi = lo + sort.Search(len(s)-lo, func(i int) bool {
 			k := s[lo+i].key
-			return k.partition != f.partition || k.namespace != f.namespace || !strings.HasPrefix(k.name, f.prefix)
+			return k.Partition != f.partition || k.Namespace != f.namespace || !strings.HasPrefix(k.Name, f.prefix)
 		})
 		exact = true
 	}

@@ -1,5 +1,7 @@
 package inmem
 
+import "github.com/loomrt/loom/resource"
+
 // keyMap finds a type's entries by key: by tenancy, then by name. A type's
 // resources live in few tenancies, so the big maps are those of names,
 // whose slots hold a string and a pointer (24 bytes) rather than a key of
@@ -25,33 +27,33 @@ func newKeyMap() keyMap {
 func (m *keyMap) len() int { return m.n }
 
 // get returns the entry under k, or nil.
-func (m *keyMap) get(k rkey) *entry {
-	if m.lastNames != nil && k.partition == m.last.partition && k.namespace == m.last.namespace {
-		return m.lastNames[k.name]
+func (m *keyMap) get(k resource.NameKey) *entry {
+	if m.lastNames != nil && k.Partition == m.last.partition && k.Namespace == m.last.namespace {
+		return m.lastNames[k.Name]
 	}
-	return m.byTenancy[tenancyKey{k.partition, k.namespace}][k.name]
+	return m.byTenancy[tenancyKey{k.Partition, k.Namespace}][k.Name]
 }
 
 // set stores e under k.
-func (m *keyMap) set(k rkey, e *entry) {
-	tk := tenancyKey{k.partition, k.namespace}
+func (m *keyMap) set(k resource.NameKey, e *entry) {
+	tk := tenancyKey{k.Partition, k.Namespace}
 	names := m.byTenancy[tk]
 	if names == nil {
 		names = make(map[string]*entry)
 		m.byTenancy[tk] = names
 	}
-	if _, ok := names[k.name]; !ok {
+	if _, ok := names[k.Name]; !ok {
 		m.n++
 	}
-	names[k.name] = e
+	names[k.Name] = e
 	m.last, m.lastNames = tk, names
 }
 
 // delete removes the entry under k, and its tenancy's map once empty.
-func (m *keyMap) delete(k rkey) {
-	tk := tenancyKey{k.partition, k.namespace}
+func (m *keyMap) delete(k resource.NameKey) {
+	tk := tenancyKey{k.Partition, k.Namespace}
 	names := m.byTenancy[tk]
-	if _, ok := names[k.name]; !ok {
+	if _, ok := names[k.Name]; !ok {
 		return
 	}
 	m.n--
@@ -62,7 +64,7 @@ func (m *keyMap) delete(k rkey) {
 		}
 		return
 	}
-	delete(names, k.name)
+	delete(names, k.Name)
 }
 
 // all calls yield for every entry, in no order.

@@ -3,13 +3,14 @@ package inmem
 import (
 	"testing"
 
+	"github.com/loomrt/loom/resource"
 	"github.com/stretchr/testify/require"
 )
 
 func TestKeyMap(t *testing.T) {
 	m := newKeyMap()
-	keys := []rkey{{"p", "a", "x"}, {"p", "a", "y"}, {"p", "b", "x"}, {"q", "a", "x"}}
-	entries := map[rkey]*entry{}
+	keys := []resource.NameKey{nameKey("p", "a", "x"), nameKey("p", "a", "y"), nameKey("p", "b", "x"), nameKey("q", "a", "x")}
+	entries := map[resource.NameKey]*entry{}
 	for _, k := range keys {
 		e := &entry{key: k}
 		entries[k] = e
@@ -20,8 +21,8 @@ func TestKeyMap(t *testing.T) {
 	for _, k := range keys {
 		require.Same(t, entries[k], m.get(k))
 	}
-	require.Nil(t, m.get(rkey{"p", "a", "z"}))
-	require.Nil(t, m.get(rkey{"p", "c", "x"}))
+	require.Nil(t, m.get(nameKey("p", "a", "z")))
+	require.Nil(t, m.get(nameKey("p", "c", "x")))
 
 	replaced := &entry{key: keys[1]}
 	m.set(keys[1], replaced)
@@ -30,16 +31,16 @@ func TestKeyMap(t *testing.T) {
 
 	m.delete(keys[2])
 	m.delete(keys[2]) // gone already: nothing
-	m.delete(rkey{"z", "z", "z"})
+	m.delete(nameKey("z", "z", "z"))
 	require.Nil(t, m.get(keys[2]))
 	require.Equal(t, len(keys)-1, m.len())
 	require.NotContains(t, m.byTenancy, tenancyKey{"p", "b"}, "an emptied tenancy is dropped")
 
-	var seen []rkey
+	var seen []resource.NameKey
 	for e := range m.all {
 		seen = append(seen, e.key)
 	}
-	require.ElementsMatch(t, []rkey{keys[0], keys[1], keys[3]}, seen)
+	require.ElementsMatch(t, []resource.NameKey{keys[0], keys[1], keys[3]}, seen)
 	for e := range m.all {
 		_ = e
 		break // all stops when asked
@@ -50,7 +51,7 @@ func TestKeyMap(t *testing.T) {
 // deletes in several tenancies.
 func TestKeyMapLastTenancy(t *testing.T) {
 	m := newKeyMap()
-	a, b := rkey{"p", "a", "x"}, rkey{"p", "b", "x"}
+	a, b := nameKey("p", "a", "x"), nameKey("p", "b", "x")
 	ea, eb := &entry{key: a}, &entry{key: b}
 	m.set(a, ea)
 	m.set(b, eb)
@@ -65,4 +66,8 @@ func TestKeyMapLastTenancy(t *testing.T) {
 	require.Same(t, eb, m.get(b))
 	m.set(a, ea)
 	require.Same(t, ea, m.get(a))
+}
+
+func nameKey(partition, namespace, name string) resource.NameKey {
+	return resource.NameKey{Partition: partition, Namespace: namespace, Name: name}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 )
 
@@ -36,7 +37,7 @@ type eventLog struct {
 // logEntry is one change: the resource written or deleted at rev, and its
 // event.
 //
-// Its type and key are those of res (its feed's type, keyOf(res.Id)),
+// Its type and key are those of res (its feed's type, resource.NameKeyOf(res.Id)),
 // not copies: an entry of 48 bytes instead of 128, which with its event's
 // messages takes the 160-byte size class instead of 240, for every change
 // the log keeps.
@@ -165,7 +166,7 @@ type deleteEntry struct {
 }
 
 // key returns the key of the entry's resource.
-func (e *logEntry) key() rkey { return keyOf(e.res.Id) }
+func (e *logEntry) key() resource.NameKey { return resource.NameKeyOf(e.res.Id) }
 
 // newEntry returns the entry of a change at rev: an Upsert of res, or a
 // Delete (carrying rev as its version) when deleted; prev is what the change

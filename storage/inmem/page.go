@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/proto/pbresource"
+	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/storage"
 )
 
@@ -61,7 +62,7 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 	// One type: keys leave the type out.
 	var after *pkey
 	if req.After != nil {
-		after = &pkey{key: rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}}
+		after = &pkey{key: resource.NameKey{Partition: req.After.Partition, Namespace: req.After.Namespace, Name: req.After.Name}}
 	}
 	undo, err := b.undoSince(v, func(e *logEntry) (pkey, bool) {
 		if e.feed.typ != resType {
@@ -101,11 +102,11 @@ func (b *Backend) listPage(ti *typeIndex, resType storage.UnversionedType, f fil
 // one type) and its key within the type.
 type pkey struct {
 	typ storage.UnversionedType
-	key rkey
+	key resource.NameKey
 }
 
 func pkeyOf(id *pbresource.ID) pkey {
-	return pkey{typ: storage.UnversionedTypeFrom(id.GetType()), key: keyOf(id)}
+	return pkey{typ: storage.UnversionedTypeFrom(id.GetType()), key: resource.NameKeyOf(id)}
 }
 
 func comparePKeys(a, b pkey) int {
@@ -210,7 +211,7 @@ func mergePage(n int, cand func(i int) (pkey, *pbresource.Resource, bool), undo 
 		}
 		if limit > 0 && len(page.Resources) == limit {
 			// One more exists: the page is full.
-			page.Last = storage.PageKey{Type: lastKey.typ, Partition: lastKey.key.partition, Namespace: lastKey.key.namespace, Name: lastKey.key.name}
+			page.Last = storage.PageKey{Type: lastKey.typ, Partition: lastKey.key.Partition, Namespace: lastKey.key.Namespace, Name: lastKey.key.Name}
 			page.More = true
 			return page
 		}
@@ -238,7 +239,7 @@ func (b *Backend) ListOwnedPage(_ context.Context, owner *pbresource.ID, req sto
 	byOwner := ownerKeyOf(owner)
 	var after *pkey
 	if req.After != nil {
-		after = &pkey{typ: req.After.Type, key: rkey{partition: req.After.Partition, namespace: req.After.Namespace, name: req.After.Name}}
+		after = &pkey{typ: req.After.Type, key: resource.NameKey{Partition: req.After.Partition, Namespace: req.After.Namespace, Name: req.After.Name}}
 	}
 	follows := func(k pkey) bool { return after == nil || comparePKeys(k, *after) > 0 }
 	owns := func(res *pbresource.Resource) bool {

@@ -25,7 +25,7 @@ func TestSmallestOwned(t *testing.T) {
 		}
 		for from := range n + 1 {
 			// Names n000 ... follow "n" + from-1, i.e. from on.
-			follows := func(k pkey) bool { return from == 0 || k.key.name > fmt.Sprintf("n%03d", from-1) }
+			follows := func(k pkey) bool { return from == 0 || k.key.Name > fmt.Sprintf("n%03d", from-1) }
 			for m := 1; m <= n+1; m++ {
 				var got []string
 				for _, c := range smallestOwned(set, follows, m) {

@@ -161,3 +161,46 @@ func remaining(ctx context.Context, client pbresource.ResourceServiceClient, ids
 	}
 	return left, len(tombs.Resources)
 }
+
+// CheckEmbeddedCascades runs mgr, the Manager that builtin.New returned
+// with srv (whose registry has the example types), until the test ends;
+// creates a Zip owning a Bar; deletes the Zip; and fails t unless the Bar is
+// deleted within timeout: the server cascades deletions as it is embedded.
+func CheckEmbeddedCascades(t *testing.T, srv *server.Server, mgr *controller.Manager, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	mgrCtx, stopMgr := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = mgr.Run(mgrCtx); close(done) }()
+	t.Cleanup(func() { stopMgr(); <-done })
+
+	client := server.NewInProcessClient(srv)
+	tenancy := &pbresource.Tenancy{Partition: "default", Namespace: "default"}
+	zipData, err := anypb.New(&pbfoov1.Zip{Zap: "owner"})
+	require.NoError(t, err)
+	owner, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id: &pbresource.ID{Type: foo.ZipType, Tenancy: &pbresource.Tenancy{Partition: "default"}, Name: "embedded-owner"}, Data: zipData,
+	}})
+	require.NoError(t, err)
+	barData, err := anypb.New(&pbfoov1.Bar{Baz: "child"})
+	require.NoError(t, err)
+	child, err := client.Write(ctx, &pbresource.WriteRequest{Resource: &pbresource.Resource{
+		Id: &pbresource.ID{Type: foo.BarV1Type, Tenancy: tenancy, Name: "embedded-child"}, Owner: owner.Resource.Id, Data: barData,
+	}})
+	require.NoError(t, err)
+
+	_, err = client.Delete(ctx, &pbresource.DeleteRequest{Id: owner.Resource.Id})
+	require.NoError(t, err)
+	for {
+		_, err := client.Read(ctx, &pbresource.ReadRequest{Id: child.Resource.Id})
+		if status.Code(err) == codes.NotFound {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the owned resource %s is still there %v after its owner was deleted (last read: %v): the embedded server does not cascade deletions",
+				resource.IDString(child.Resource.Id), timeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
