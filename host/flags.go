@@ -87,6 +87,7 @@ type config struct {
 	reflection      bool
 	etcd            etcdFlags
 	history         historyFlags
+	console         consoleFlags
 
 	tlsCert, tlsKey, tlsClientCA string
 	aclFile                      string
@@ -176,6 +177,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 		"most connections the HTTP endpoints hold open at a time: a new one beyond it takes the place of the longest-idle keep-alive, or is closed at once when none is idle")
 	f.etcd.register(fs)
 	f.history.register(fs)
+	f.console.register(fs)
 	for _, add := range o.flags {
 		add(fs)
 	}
@@ -226,6 +228,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.httpTLS && f.tlsCert == "" {
 		return f, usagef("-http-tls serves the certificate of -tls-cert and -tls-key: give them")
+	}
+	if err := f.console.check(fs, &f); err != nil {
+		return f, err
 	}
 	switch f.storage {
 	case "inmem":

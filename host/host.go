@@ -46,6 +46,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,12 +182,21 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		return err
 	}
 
-	logger := hclog.New(&hclog.LoggerOptions{
+	logOpts := &hclog.LoggerOptions{
 		Name:       strings.Fields(o.name + " host")[0],
 		Level:      hclog.LevelFromString(f.logLevel),
 		Output:     stderr,
 		JSONFormat: f.logJSON,
-	})
+	}
+	logger := hclog.New(logOpts)
+	errs := &lastErrors{}
+	if f.console.on {
+		// The console shows each controller's last error: the host's
+		// logger hands its error lines to errs.
+		il := hclog.NewInterceptLogger(logOpts)
+		il.RegisterSink(errs)
+		logger = il
+	}
 
 	// The security files first: a missing or malformed one stops the host
 	// before it touches storage, and it never serves without them.
@@ -292,7 +302,20 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
 
-	httpSrv, err := listenHTTP(reloadCtx, f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, logger.Named("http"))
+	var hist *history.Service
+	if _, on := f.history.limits(); on {
+		hist = history.New(svc)
+	}
+	cc := consoleControllers{run: mgr, lease: lease, metrics: metrics, errors: errs}
+	if !f.controllers {
+		cc.remote = h.mgr
+	}
+	var ui http.Handler // nil: the console is off
+	if c := newConsole(f, svc, hist, cc, logger.Named("console")); c != nil {
+		defer c.Close()
+		ui = c
+	}
+	httpSrv, err := listenHTTP(reloadCtx, f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, ui, logger.Named("http"))
 	if err != nil {
 		lis.Close()
 		return err
@@ -328,11 +351,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	gs := grpc.NewServer(grpcOpts...)
 	svc.Register(gs)
-	if _, on := f.history.limits(); on {
+	if hist != nil {
 		// Off, the history service is not served at all: its clients get
 		// Unimplemented, as from a server that has none (Consul's), rather
 		// than an empty history they could take for the truth.
-		history.New(svc).Register(gs)
+		hist.Register(gs)
 	}
 	bulk.New(svc, bulk.DefaultLimits).Register(gs)
 	catalog.New(svc).Register(gs)
