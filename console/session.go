@@ -35,8 +35,12 @@ func (c *Console) token(r *http.Request) (string, error) {
 }
 
 // sameOrigin reports whether a form post comes from the console's own
-// page: the browser's Origin header, when it sends one, names this host.
+// page, as the browser tells: Sec-Fetch-Site, or where it sends none, the
+// Origin header (when it sends one) names this host.
 func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true

@@ -192,7 +192,7 @@ async function resourcePage(type, partition, namespace, name) {
         el('td', {}, s.key),
         el('td', {}, s.observedGeneration, ' ', el('span', {class: 'badge ' + (s.observed ? 'key' : 'lag')}, s.observed ? 'current' : 'behind')),
         el('td', {}, s.conditions.map(c => el('div', {}, el('span', {class: 'badge ' + c.state}, c.type + ' ' + c.state),
-          ' ', c.reason || '', c.message ? ' — ' + c.message : '')))))),
+          ' ', c.reason || '', c.message ? ' — ' + c.message : ''))))))),
     el('h2', {}, 'Data ', el('span', {class: 'muted'}, r.dataType)),
     el('pre', {id: 'data'}, JSON.stringify(r.data, null, 2)),
     el('h2', {}, 'History'),
