@@ -292,7 +292,9 @@ func TestConsoleBrowserACL(t *testing.T) {
 	b.run(t, 10*time.Second, chromedp.Navigate(base+"#/type/foo.v1.Zip"))
 	b.waitText(t, "#rows", 5*time.Second, func(s string) bool { return strings.Contains(s, "visible-zip") })
 	b.run(t, 10*time.Second, chromedp.Navigate(base+"#/type/foo.v1.Bar"))
-	msg := b.waitText(t, "#main", 5*time.Second, func(s string) bool { return strings.Contains(s, "denied") || strings.Contains(s, "not allowed") || strings.Contains(s, "permission") })
+	msg := b.waitText(t, "#main", 5*time.Second, func(s string) bool {
+		return strings.Contains(s, "denied") || strings.Contains(s, "not allowed") || strings.Contains(s, "permission")
+	})
 	if strings.Contains(msg, "hidden-bar") {
 		t.Errorf("a token that may not read Bars sees one: %q", msg)
 	}
