@@ -117,7 +117,7 @@ async function typePage(type, params) {
   let shown = page.total;
   const render = () => {
     tbody.replaceChildren(...[...rows.keys()].sort().map(k => typeRow(rows.get(k))));
-    total.textContent = shown + ' resources';
+    total.textContent = (rows.size ? (offset + 1) + '–' + (offset + rows.size) + ' of ' : '') + shown + ' resources';
   };
   render();
   const go = (o) => {
@@ -137,7 +137,7 @@ async function typePage(type, params) {
   show(el('h1', {}, type, live), form,
     el('div', {class: 'pager'},
       el('button', {disabled: offset === 0, onclick: () => go(Math.max(0, offset - pageSize))}, '‹ Previous'),
-      el('span', {}, page.total ? (offset + 1) + '–' + (offset + page.rows.length) + ' of ' : '', total),
+      total,
       el('button', {disabled: !full || offset + pageSize >= page.total, onclick: () => go(offset + pageSize)}, 'Next ›')),
     el('table', {},
       el('thead', {}, el('tr', {}, ['Name', 'Tenancy', 'Age', 'Generation', 'Observed by', 'Conditions', 'Finalizers', 'Deletion']
