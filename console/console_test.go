@@ -51,6 +51,15 @@ func newEnv(tb testing.TB, acl func(context.Context) (resource.Authorizer, error
 	return &env{backend: backend, server: srv, client: server.NewInProcessClient(srv), http: hs}
 }
 
+// serveConsole serves a new console of srv and returns its URL.
+func serveConsole(tb testing.TB, srv *server.Server) string {
+	tb.Helper()
+	c := console.New(console.Config{Client: server.NewCallerClient(srv), Catalog: catalog.New(srv)})
+	hs := httptest.NewServer(c)
+	tb.Cleanup(func() { hs.Close(); c.Close() })
+	return hs.URL
+}
+
 func (e *env) writeZip(tb testing.TB, name string) *pbresource.Resource {
 	tb.Helper()
 	data, err := anypb.New(&pbfoov1.Zip{Zap: name})

@@ -247,6 +247,24 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, token string) e
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
+		// The changes waiting already go out in the same flush: one
+		// write to the connection per burst, not per change.
+		for range subscriberBuffer {
+			select {
+			case more, ok := <-s.ch:
+				if !ok {
+					_, _ = w.Write(sseMessage("resync", []byte(`""`)))
+					_ = rc.Flush()
+					return false
+				}
+				if _, err := w.Write(more); err != nil {
+					return false
+				}
+				continue
+			default:
+			}
+			break
+		}
 		return rc.Flush() == nil
 	}
 	if !write([]byte(": live\n\n")) {
