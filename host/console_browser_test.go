@@ -189,6 +189,7 @@ func (b *browser) requireSameOrigin(t *testing.T, origin string) {
 // written over gRPC appears in the open type page within a second and
 // vanishes when deleted, and no request leaves the console's origin.
 func TestConsoleBrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	h := startHost(t, "-dev")
 	client := pbresource.NewResourceServiceClient(dialPlain(t, h.grpcAddr))
@@ -236,6 +237,7 @@ func TestConsoleBrowser(t *testing.T) {
 // controller (-controllers=false), a Bar never gets its status, and the
 // Stuck page lists it once it has waited longer than -ui-stuck-after.
 func TestConsoleBrowserStuck(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	h := startHost(t, "-dev", "-controllers=false", "-ui-stuck-after", "100ms")
 	client := pbresource.NewResourceServiceClient(dialPlain(t, h.grpcAddr))
@@ -267,6 +269,7 @@ const consoleACL = `tokens:
 // TestConsoleBrowserACL: with ACLs on, the console asks for a token, and
 // a token that may read only Zips sees only Zips.
 func TestConsoleBrowserACL(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	aclFile := writeFile(t, t.TempDir(), "acl.yaml", []byte(consoleACL))
 	h := startHost(t, "-dev", "-acl-file", aclFile)

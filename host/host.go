@@ -17,7 +17,9 @@
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof; over
-// TLS with -http-tls; /metrics and pprof behind -http-token-file), a drain
+// TLS with -http-tls; /metrics and pprof behind -http-token-file; the
+// read-only web console under /ui/ with -ui, on by default with -dev, see
+// package console), a drain
 // on SIGTERM (-drain-period: /readyz fails while it serves on), and
 // limits on connections and messages (-max-conns, -max-http-conns,
 // -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
