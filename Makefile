@@ -28,7 +28,7 @@ PROTO_FILES := proto/pbresource/resource.proto \
 BENCH ?= .
 BENCHCOUNT ?= 5
 
-.PHONY: all build loom test vet proto bench bench-compare dev fuzz robustness test-cluster
+.PHONY: all build loom test vet proto bench bench-compare dev fuzz robustness test-cluster console-screenshots
 
 all: build
 
@@ -48,10 +48,18 @@ vet:
 # tests still run, without -race and with a warning; in CI that is an error.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 
+# The web console's browser tests (host) drive a headless Chromium; without
+# one they are skipped with a warning, and in CI that is an error.
+CHROMIUM := $(shell command -v chromium || command -v chromium-browser || command -v google-chrome)
+
 test: vet
 	@if [ -z "$(RACE)" ]; then \
 		echo "warning: cgo is off (no C compiler found?): running the tests WITHOUT -race; install gcc to enable it" >&2; \
 		if [ -n "$$CI" ]; then echo "error: CI must run the tests with -race" >&2; exit 1; fi; \
+	fi
+	@if [ -z "$(CHROMIUM)" ]; then \
+		echo "warning: no Chromium found: the web console's browser tests are skipped; apt-get install -y chromium to run them" >&2; \
+		if [ -n "$$CI" ]; then echo "error: CI must run the browser tests (apt-get install -y chromium)" >&2; exit 1; fi; \
 	fi
 	@total=$$(date +%s); for m in $(MODULES); do \
 		echo "== go test $(RACE) ./... in $$m"; start=$$(date +%s); \
@@ -95,6 +103,10 @@ test-cluster:
 
 dev:
 	$(GO) run ./cmd/loom server -dev
+
+# The screenshots of the web console in docs/, taken by its browser tests.
+console-screenshots:
+	cd host && LOOM_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run 'TestConsoleBrowser' .
 
 proto:
 	$(LOOM_GENERATE) -I proto -out proto -grpc pbresource/resource.proto

@@ -59,3 +59,11 @@ func (c *Controller) Describe() Description {
 	}
 	return d
 }
+
+// Controllers returns the controllers registered on m, in the order they
+// were registered.
+func (m *Manager) Controllers() []*Controller {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*Controller(nil), m.controllers...)
+}

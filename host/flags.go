@@ -88,6 +88,7 @@ type config struct {
 	etcd            etcdFlags
 	history         historyFlags
 	bulk            bulkFlags
+	console         consoleFlags
 
 	tlsCert, tlsKey, tlsClientCA string
 	aclFile                      string
@@ -178,6 +179,7 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	f.etcd.register(fs)
 	f.history.register(fs)
 	f.bulk.register(fs)
+	f.console.register(fs)
 	for _, add := range o.flags {
 		add(fs)
 	}
@@ -231,6 +233,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	if f.httpTLS && f.tlsCert == "" {
 		return f, usagef("-http-tls serves the certificate of -tls-cert and -tls-key: give them")
+	}
+	if err := f.console.check(fs, &f); err != nil {
+		return f, err
 	}
 	switch f.storage {
 	case "inmem":

@@ -17,7 +17,9 @@
 // TLS on the gRPC listener (-tls-cert, -tls-key, -tls-client-ca for mutual
 // TLS), ACLs (-acl-file; the host's own controllers are never blocked),
 // HTTP endpoints (-http-addr: /metrics, /healthz, /readyz; -pprof; over
-// TLS with -http-tls; /metrics and pprof behind -http-token-file), a drain
+// TLS with -http-tls; /metrics and pprof behind -http-token-file; the
+// read-only web console under /ui/ with -ui, on by default with -dev, see
+// package console), a drain
 // on SIGTERM (-drain-period: /readyz fails while it serves on), and
 // limits on connections and messages (-max-conns, -max-http-conns,
 // -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
@@ -46,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,12 +186,21 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 		return err
 	}
 
-	logger := hclog.New(&hclog.LoggerOptions{
+	logOpts := &hclog.LoggerOptions{
 		Name:       strings.Fields(o.name + " host")[0],
 		Level:      hclog.LevelFromString(f.logLevel),
 		Output:     stderr,
 		JSONFormat: f.logJSON,
-	})
+	}
+	logger := hclog.New(logOpts)
+	errs := &lastErrors{}
+	if f.console.on {
+		// The console shows each controller's last error: the host's
+		// logger hands its error lines to errs.
+		il := hclog.NewInterceptLogger(logOpts)
+		il.RegisterSink(errs)
+		logger = il
+	}
 
 	// The security files first: a missing or malformed one stops the host
 	// before it touches storage, and it never serves without them.
@@ -241,7 +253,20 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	}
 	warnPlaintextTokens(f, lis.Addr(), logger.Named("acl"))
 
-	httpSrv, err := listenHTTP(reloadCtx, f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, logger.Named("http"))
+	var hist *history.Service
+	if _, on := f.history.limits(); on {
+		hist = history.New(svc)
+	}
+	cc := consoleControllers{run: mgr, lease: lease, metrics: metrics, errors: errs}
+	if !f.controllers {
+		cc.remote = h.mgr
+	}
+	var ui http.Handler // nil: the console is off
+	if c := newConsole(f, svc, hist, cc, logger.Named("console")); c != nil {
+		defer c.Close()
+		ui = c
+	}
+	httpSrv, err := listenHTTP(reloadCtx, f, metrics, readiness{serving: &serving, backend: backend, mgr: mgr}, ui, logger.Named("http"))
 	if err != nil {
 		lis.Close()
 		return err
@@ -260,7 +285,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	shuttingDown, beginShutdown := context.WithCancel(context.Background())
 	defer beginShutdown()
 	var unary unaryTracker
-	gs, healthSrv, closeAudit := newGRPCServer(f, svc, acls, tlsOpt, grpcMetrics, metrics,
+	gs, healthSrv, closeAudit := newGRPCServer(f, svc, hist, acls, tlsOpt, grpcMetrics, metrics,
 		endStreamsOnShutdown(shuttingDown), unary.intercept, logger)
 	defer closeAudit()
 
@@ -378,7 +403,7 @@ func newService(f config, backend storage.Backend, lease leaderLease, acls *acl.
 // unary calls, and the audit with ACLs), the limits of f and TLS, and
 // registers the ResourceService and the services beside it. closeAudit
 // flushes the audit log.
-func newGRPCServer(f config, svc *server.Server, acls *acl.Source, tlsOpt grpc.ServerOption, grpcMetrics *grpcprom.ServerMetrics,
+func newGRPCServer(f config, svc *server.Server, hist *history.Service, acls *acl.Source, tlsOpt grpc.ServerOption, grpcMetrics *grpcprom.ServerMetrics,
 	metrics *prometheus.Registry, endStreams grpc.StreamServerInterceptor, trackUnary grpc.UnaryServerInterceptor, logger hclog.Logger,
 ) (gs *grpc.Server, healthSrv *health.Server, closeAudit func()) {
 	grpcOpts := append(svc.ServerOptions(),
@@ -397,11 +422,11 @@ func newGRPCServer(f config, svc *server.Server, acls *acl.Source, tlsOpt grpc.S
 	}
 	gs = grpc.NewServer(grpcOpts...)
 	svc.Register(gs)
-	if _, on := f.history.limits(); on {
+	if hist != nil {
 		// Off, the history service is not served at all: its clients get
 		// Unimplemented, as from a server that has none (Consul's), rather
 		// than an empty history they could take for the truth.
-		history.New(svc).Register(gs)
+		hist.Register(gs)
 	}
 	bulk.New(svc, f.bulk.limits()).Register(gs)
 	catalog.New(svc).Register(gs)

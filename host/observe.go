@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,11 +133,15 @@ func (p *storageProbe) slow() error {
 
 // listenHTTP listens on f.httpAddr, holding at most -max-http-conns
 // connections, for the metrics of g, the probes of ready and, with -pprof,
-// the profiler; over TLS with -http-tls, the metrics and profiler behind
-// the token of -http-token-file (read again every -reload-interval until
-// ctx ends). Nil without -http-addr.
-func listenHTTP(ctx context.Context, f config, g prometheus.Gatherer, ready readiness, logger hclog.Logger) (*daemon.HTTPServer, error) {
+// the profiler, and the web console ui under /ui/ when not nil; over TLS
+// with -http-tls, the metrics and profiler behind the token of
+// -http-token-file (read again every -reload-interval until ctx ends).
+// Nil without -http-addr.
+func listenHTTP(ctx context.Context, f config, g prometheus.Gatherer, ready readiness, ui http.Handler, logger hclog.Logger) (*daemon.HTTPServer, error) {
 	opts := append(ready.options(), observe.WithMetrics(g))
+	if ui != nil {
+		opts = append(opts, observe.WithHandler("/ui", ui), observe.WithHandler("/ui/", ui))
+	}
 	if f.pprof {
 		opts = append(opts, observe.WithPprof())
 	}

@@ -49,6 +49,12 @@ type config struct {
 	write    time.Duration
 	pprof    bool
 	token    func() string
+	handlers []handler
+}
+
+type handler struct {
+	pattern string
+	h       http.Handler
 }
 
 type check struct {
@@ -119,6 +125,9 @@ func NewHandler(opts ...Option) http.Handler {
 		mux.Handle("/debug/pprof/symbol", private(http.HandlerFunc(pprof.Symbol)))
 		mux.Handle("/debug/pprof/trace", private(forDuration(pprof.Trace, c.write)))
 	}
+	for _, h := range c.handlers {
+		mux.Handle(h.pattern, h.h)
+	}
 	write := c.write
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		setWriteDeadline(w, write)
@@ -174,4 +183,13 @@ func run(ctx context.Context, ck check, timeout time.Duration) error {
 	case <-ctx.Done():
 		return fmt.Errorf("no answer within %s", timeout)
 	}
+}
+
+// WithHandler serves h for the requests that match pattern (a
+// net/http.ServeMux pattern, e.g. "/ui/"), beside the endpoints. h is not
+// behind WithBearerToken's token (it checks its callers itself); its
+// responses get the write deadline, which a long stream moves on as it
+// writes (net/http.ResponseController).
+func WithHandler(pattern string, h http.Handler) Option {
+	return func(c *config) { c.handlers = append(c.handlers, handler{pattern, h}) }
 }

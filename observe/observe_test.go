@@ -154,3 +154,16 @@ func TestBearerToken(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code, "%s without a token", path)
 	}
 }
+
+// TestWithHandler checks that a handler added with WithHandler serves its
+// paths, outside the bearer token that guards /metrics.
+func TestWithHandler(t *testing.T) {
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "console "+r.URL.Path) })
+	h := observe.NewHandler(observe.WithMetrics(prometheus.NewRegistry()),
+		observe.WithBearerToken(func() string { return "secret" }), observe.WithHandler("/ui/", ui))
+	code, body := get(t, h, "/ui/x")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "console /ui/x", body)
+	code, _ = get(t, h, "/metrics")
+	assert.Equal(t, http.StatusUnauthorized, code)
+}

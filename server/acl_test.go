@@ -204,3 +204,25 @@ func TestTrustInProcess(t *testing.T) {
 	_, err = remote.Read(ctx, &pbresource.ReadRequest{Id: barID("in-process")})
 	requireCode(t, err, codes.Unauthenticated)
 }
+
+// TestCallerClient checks that a client from NewCallerClient is not
+// trusted as the server's own in-process clients are: its calls are
+// checked against the token of their outgoing metadata.
+func TestCallerClient(t *testing.T) {
+	env := newEnv(t, withACL(TrustInProcess(func(ctx context.Context) (resource.Authorizer, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if tok := md.Get(resource.TokenMetadataKey); len(tok) == 1 && tok[0] == "reader" {
+			return resource.AllowAll, nil
+		}
+		return nil, status.Error(codes.Unauthenticated, "no token")
+	})))
+	_, err := env.client.Write(testCtx(t), &pbresource.WriteRequest{Resource: bar(t, "a", "x")})
+	require.NoError(t, err)
+
+	caller := NewCallerClient(env.server)
+	_, err = caller.Read(testCtx(t), &pbresource.ReadRequest{Id: barID("a")})
+	requireCode(t, err, codes.Unauthenticated)
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), resource.TokenMetadataKey, "reader")
+	_, err = caller.Read(ctx, &pbresource.ReadRequest{Id: barID("a")})
+	require.NoError(t, err, "the caller's token is checked")
+}

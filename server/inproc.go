@@ -42,6 +42,19 @@ func NewInProcessClient(s *Server) pbresource.ResourceServiceClient {
 
 type inprocClient struct {
 	s *Server
+	// caller: calls are checked as a network caller's (NewCallerClient),
+	// not marked as made in process.
+	caller bool
+}
+
+// NewCallerClient returns a client that calls s directly, as
+// NewInProcessClient does, but on a user's behalf: its calls are not
+// marked as made in process (InProcess is false), so with ACLs on each is
+// checked against the token in its outgoing metadata
+// (resource.TokenMetadataKey), as a network caller's would be. It is for
+// other front ends of the server in its process (the web console).
+func NewCallerClient(s *Server) pbresource.ResourceServiceClient {
+	return &inprocClient{s: s, caller: true}
 }
 
 var _ pbresource.ResourceServiceClient = (*inprocClient)(nil)
@@ -50,7 +63,7 @@ var _ pbresource.ResourceServiceClient = (*inprocClient)(nil)
 // metadata the server sees, and marks the call as made in process when the
 // server resolves ACLs (see InProcess; otherwise nothing asks).
 func (c *inprocClient) serverContext(ctx context.Context) context.Context {
-	if c.s.resolve != nil {
+	if c.s.resolve != nil && !c.caller {
 		ctx = context.WithValue(ctx, inProcessKey{}, true)
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
