@@ -102,7 +102,8 @@ func (q *Queue[K, V]) raise(it *item[K, V]) {
 		q.low.reset()
 	}
 	q.normal.push(it)
-	q.setDepth()
+	q.setDepth(Normal)
+	q.setDepth(Low)
 }
 
 // lowHead returns the oldest live Low entry, dropping stale ones before
@@ -147,12 +148,13 @@ func (q *Queue[K, V]) lowTurn() bool {
 	return !q.tookLow && q.clock()-q.lowHead().it.readyAt >= q.aging
 }
 
-// setDepth reports the depth of each priority.
-func (q *Queue[K, V]) setDepth() {
-	if q.metrics != nil {
+// setDepth reports the depth of priority p.
+func (q *Queue[K, V]) setDepth(p Priority) {
+	switch {
+	case q.metrics == nil:
+	case p == Normal:
 		q.metrics.Depth.Set(float64(q.normal.n))
-		if q.metrics.LowDepth != nil {
-			q.metrics.LowDepth.Set(float64(q.nLow))
-		}
+	case q.metrics.LowDepth != nil:
+		q.metrics.LowDepth.Set(float64(q.nLow))
 	}
 }

@@ -331,7 +331,7 @@ func (q *Queue[K, V]) push(it *item[K, V]) {
 	} else {
 		q.normal.push(it)
 	}
-	q.setDepth()
+	q.setDepth(it.prio)
 	if q.waiters > 0 {
 		q.cond.Signal()
 	}
@@ -457,7 +457,7 @@ func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
 		now := time.Now()
 		it.startedAt = now
 		got.Started = now
-		q.setDepth()
+		q.setDepth(it.prio)
 		q.metrics.QueueLatency.Observe(now.Sub(it.addedAt).Seconds())
 	}
 	q.mu.Unlock()
