@@ -276,10 +276,15 @@ func (q *Queue[K, V]) unparkAll() {
 // waiting, only its value is replaced (and its priority raised to Normal);
 // if it is in progress, it is queued again once Done.
 func (q *Queue[K, V]) Add(key K, v V) {
-	q.AddPriority(key, v, Normal)
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.markDirty(q.lookup(key), v, time.Time{}, Normal)
+	}
+	q.mu.Unlock()
 }
 
-// AddPriority is Add at priority p. A key already waiting keeps the higher
+// AddPriority is Add at priority p (Add is AddPriority at Normal, spelt out
+// to keep the common call one call deep). A key already waiting keeps the higher
 // of its priority and p: adding it at Normal raises it, at Low never
 // lowers it.
 func (q *Queue[K, V]) AddPriority(key K, v V, p Priority) {
@@ -341,7 +346,15 @@ func (q *Queue[K, V]) push(it *item[K, V]) {
 // waiting for a later time is brought forward; one waiting for an earlier
 // time keeps it.
 func (q *Queue[K, V]) AddAfter(key K, v V, d time.Duration) {
-	q.AddAfterPriority(key, v, d, Normal)
+	if d <= 0 {
+		q.Add(key, v)
+		return
+	}
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.delayed.add(q.lookup(key), v, d, Normal)
+	}
+	q.mu.Unlock()
 }
 
 // AddAfterPriority is AddAfter at priority p. A key already waiting for
