@@ -14,7 +14,8 @@ import (
 
 // The resources queued when a controller starts go in at low priority, a
 // live change at normal: a resource written while the controller works
-// through its start-up backlog is reconciled next, ahead of the backlog.
+// through its start-up backlog is reconciled next, ahead of the backlog,
+// and a requeue keeps that priority.
 func TestFreshChangeBeforeStartUpBacklog(t *testing.T) {
 	svc := startService(t)
 	const backlog = 50
@@ -24,6 +25,7 @@ func TestFreshChangeBeforeStartUpBacklog(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newManager(t, svc.Client, controller.WithMetrics(reg))
 	release := make(chan struct{})
+	var requeues counter
 	order := make(chan string, 2*backlog+10)
 	m.MustRegister(controller.NewController("prio", foo.BarV1Type).
 		WithReconciler(reconcile.ReconcileFunc(func(ctx context.Context, _ reconcile.Runtime, req reconcile.Request) error {
@@ -31,6 +33,9 @@ func TestFreshChangeBeforeStartUpBacklog(t *testing.T) {
 				<-release // hold the one worker until the fresh write is queued
 			}
 			order <- req.ID.Name
+			if req.ID.Name == "fresh" && requeues.inc("fresh") == 1 {
+				return reconcile.RequeueNow()
+			}
 			return nil
 		})))
 	m.SetLeader(true)
@@ -46,6 +51,7 @@ func TestFreshChangeBeforeStartUpBacklog(t *testing.T) {
 
 	first := <-order
 	require.Equal(t, "fresh", <-order, "the fresh write goes before the backlog (after %s, which held the worker)", first)
+	require.Equal(t, "fresh", <-order, "its requeue too")
 }
 
 // gaugeValue returns the value of the gauge name with priority=priority.

@@ -62,10 +62,13 @@ func (r *ring[T]) pop() T {
 	return v
 }
 
-// reset empties the ring, keeping its buffer.
+// reset empties the ring, keeping its buffer; it costs one step per
+// entry, not per slot of the buffer.
 func (r *ring[T]) reset() {
-	clear(r.buf)
-	r.head, r.n = 0, 0
+	for r.n > 0 {
+		r.pop()
+	}
+	r.head = 0
 }
 
 // lowEntry is a Low key in Queue.low. An entry goes stale when its item is

@@ -238,3 +238,21 @@ func TestShutDownNowDropsBothPriorities(t *testing.T) {
 	assert.False(t, ok)
 	assert.True(t, q.Idle())
 }
+
+// Emptying the Low ring drops its stale entries and costs one step per
+// entry, however large the buffer grew.
+func TestLowRingReset(t *testing.T) {
+	var r ring[int]
+	for i := 1; i <= 100; i++ {
+		r.push(i)
+	}
+	r.pop()
+	r.reset()
+	assert.Zero(t, r.n)
+	assert.Zero(t, r.head)
+	for i, v := range r.buf {
+		require.Zero(t, v, "slot %d", i)
+	}
+	r.push(7)
+	assert.Equal(t, 7, r.pop())
+}
