@@ -239,8 +239,8 @@ func TestShutDownNowDropsBothPriorities(t *testing.T) {
 	assert.True(t, q.Idle())
 }
 
-// Emptying the Low ring drops its stale entries and costs one step per
-// entry, however large the buffer grew.
+// Emptying a ring drops its entries (the stale ones of the Low ring) and
+// leaves it ready for use.
 func TestLowRingReset(t *testing.T) {
 	var r ring[int]
 	for i := 1; i <= 100; i++ {

@@ -22,8 +22,8 @@ type Queue[K comparable, V any] struct {
 
 	// items holds every key the queue knows: waiting, in progress or
 	// delayed. A key with none of those states is removed. One map look-up
-	// per operation keeps the hot path cheap; the rings and the delay heap point
-	// straight at the items.
+	// per operation keeps the hot path cheap; the rings and the delay heap
+	// point straight at the items.
 	items map[K]*item[K, V]
 	free  []*item[K, V]
 	slab  []item[K, V] // fresh items, allocated in chunks
@@ -121,12 +121,12 @@ type Options struct {
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 
-	// AgingBound is how long a Low key waits, at most, behind Normal keys:
-	// once the oldest Low key has waited that long, Low and Normal keys
-	// take turns until no Low key has waited that long. So under any load
-	// of Normal keys a Low key is handed out within AgingBound plus two
-	// hand-outs per Low key queued before it. Zero means
-	// DefaultAgingBound (5 s).
+	// AgingBound is how long a Low key waits, at most, before it ranks
+	// with Normal keys: once the oldest Low key has waited that long, Low
+	// and Normal keys take turns until no Low key has waited that long.
+	// So under any load of Normal keys a Low key is handed out within
+	// AgingBound plus two hand-outs per Low key still waiting ahead of it.
+	// Zero means DefaultAgingBound (5 s).
 	AgingBound time.Duration
 
 	// Metrics, when non-nil, receives the queue's measurements.
@@ -283,10 +283,10 @@ func (q *Queue[K, V]) Add(key K, v V) {
 	q.mu.Unlock()
 }
 
-// AddPriority is Add at priority p (Add is AddPriority at Normal, spelt out
-// to keep the common call one call deep). A key already waiting keeps the higher
-// of its priority and p: adding it at Normal raises it, at Low never
-// lowers it.
+// AddPriority is Add at priority p. A key already waiting keeps the
+// higher of its priority and p: adding it at Normal raises it, at Low
+// never lowers it. (Add is AddPriority at Normal, spelt out to keep the
+// common call one call deep.)
 func (q *Queue[K, V]) AddPriority(key K, v V, p Priority) {
 	q.mu.Lock()
 	if !q.shuttingDown {
