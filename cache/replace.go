@@ -27,6 +27,11 @@ type Event struct {
 	Kind     EventKind
 	Resource *pbresource.Resource
 	Old      *pbresource.Resource
+	// Snapshot says the change was found by comparing a watch's snapshot
+	// with the cache (priming, or filling the cache again after a watch
+	// could not resume), not received as it happened: the Manager queues
+	// its reconciles at low priority.
+	Snapshot bool
 }
 
 // Replace makes resources the entire content of their type in one step, as

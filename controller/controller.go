@@ -35,7 +35,12 @@ type Controller struct {
 	// ryowBound is WithReadYourWrites's; ryowSet says it was called.
 	ryowBound time.Duration
 	ryowSet   bool
-	problems  []string
+	// resync is WithResync's period; 0 for off.
+	resync time.Duration
+	// fifo queues every request at normal priority: the FIFO baseline of
+	// benchmark W13p (export_test.go).
+	fifo     bool
+	problems []string
 }
 
 type watch struct {

@@ -163,7 +163,7 @@ func (m *mappers) run(ctx context.Context, j mapperJob) {
 				"managed_type", resource.TypeString(managed))
 			continue
 		}
-		m.s.queue.Add(req.Key(), req)
+		m.s.queue.AddPriority(req.Key(), req, m.s.priorityOf(j.event))
 	}
 }
 

@@ -45,13 +45,47 @@ func (s *subscription) deliver(typ resource.UnversionedType, ev cache.Event) {
 	}
 	if typ == s.managed {
 		req := reconcile.Request{ID: ev.Resource.Id} // read-only, like the event
-		s.queue.Add(req.Key(), req)
+		s.queue.AddPriority(req.Key(), req, s.priorityOf(ev))
 		return
 	}
 	if mapper, ok := s.watches[typ]; ok {
 		ev.Old = nil // mappers see the new state; do not keep the old copy alive while the change waits
 		s.inbox.push(mapperJob{mapper: mapper, event: ev})
 	}
+}
+
+// priorityOf returns the priority of the requests a cache change queues:
+// Low for a change found in a snapshot (nobody is waiting for it), Normal
+// for a live one.
+func (s *subscription) priorityOf(ev cache.Event) queue.Priority {
+	if ev.Snapshot {
+		return s.low()
+	}
+	return queue.Normal
+}
+
+// low is the priority of the requests nobody is waiting for: Low.
+func (s *subscription) low() queue.Priority {
+	if s.c.fifo {
+		return queue.Normal
+	}
+	return queue.Low
+}
+
+// queueCached queues a request for every managed resource the cache
+// holds, at Low priority, so that the live changes that come meanwhile
+// go first (within the queue's aging bound). It returns how many it
+// queued.
+func (s *subscription) queueCached(c *cache.Cache) int {
+	ids, err := c.IDs(s.c.managedType)
+	if err != nil {
+		s.logger.Error("listing managed resources", "error", err)
+	}
+	for _, id := range ids {
+		req := reconcile.Request{ID: id}
+		s.queue.AddPriority(req.Key(), req, s.low())
+	}
+	return len(ids)
 }
 
 // runController runs one start of c until ctx ends, writing through
@@ -91,15 +125,8 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	// change before it is in the cache already, so nothing falls between.
 	m.subscribe(s)
 	defer m.unsubscribe(s)
-	ids, err := m.cache.IDs(c.managedType)
-	if err != nil {
-		logger.Error("listing managed resources", "error", err)
-	}
-	for _, id := range ids {
-		req := reconcile.Request{ID: id}
-		q.Add(req.Key(), req)
-	}
-	logger.Debug("controller started", "resources", len(ids), "workers", c.concurrency)
+	n := s.queueCached(m.cache)
+	logger.Debug("controller started", "resources", n, "workers", c.concurrency)
 
 	own := &ownWrites{q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
 	var wg sync.WaitGroup
@@ -108,6 +135,13 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 		defer wg.Done()
 		s.runMappers(ctx, rt, logger, m.metrics.forMappers(c.name))
 	}()
+	if c.resync > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.resync(ctx, m.cache, c.resync)
+		}()
+	}
 	refused := &refusals{logger: logger, count: met.authErrors}
 	for i := 0; i < c.concurrency; i++ {
 		wg.Add(1)
@@ -178,7 +212,7 @@ func (w *worker) run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		end := w.reconcile(ctx, item.Key, item.Value, item.Started)
+		end := w.reconcile(ctx, item)
 		written := w.writes.take()
 		if ctx.Err() != nil {
 			w.q.DoneAt(item, end) // stopping: nothing will be reconciled again
@@ -188,11 +222,13 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// reconcile runs one reconcile of req, taken from the queue at start (zero
-// if the queue did not read the clock), and returns when it ended. The
-// reconcile-time metric and the queue's work duration share that one
-// reading of the clock.
-func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, start time.Time) time.Time {
+// reconcile runs one reconcile of the request of item, taken from the
+// queue at item.Started (zero if the queue did not read the clock), and
+// returns when it ended. The reconcile-time metric and the queue's work
+// duration share that one reading of the clock. A requeue keeps the
+// priority the request had; a retry after a backoff goes in at Low.
+func (w *worker) reconcile(ctx context.Context, item queue.Item[reconcile.RequestKey, reconcile.Request]) time.Time {
+	key, req, start := item.Key, item.Value, item.Started
 	if start.IsZero() {
 		start = time.Now()
 	}
@@ -213,10 +249,10 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 		w.q.Forget(key)
 		if d <= 0 {
 			w.met.requeue.Inc()
-			w.q.Add(key, req)
+			w.q.AddPriority(key, req, item.Priority)
 		} else {
 			w.met.requeueAfter.Inc()
-			w.q.AddAfter(key, req, d)
+			w.q.AddAfterPriority(key, req, d, item.Priority)
 		}
 		return end
 	}
@@ -227,7 +263,7 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 			w.met.panics.Inc()
 		}
 		if w.writes.conflicted(err) {
-			w.retryConflict(ctx, key, req, err)
+			w.retryConflict(ctx, item, err)
 			return end
 		}
 		if ctx.Err() == nil && !w.refused.failed(key, err) {
@@ -248,11 +284,11 @@ func (w *worker) reconcile(ctx context.Context, key reconcile.RequestKey, req re
 // key's last success, and with the usual backoff after that, so that a
 // cache that does not catch up does not spin the key. A conflict is
 // expected, so it is logged at debug, and counted.
-func (w *worker) retryConflict(ctx context.Context, key reconcile.RequestKey, req reconcile.Request, err error) {
+func (w *worker) retryConflict(ctx context.Context, item queue.Item[reconcile.RequestKey, reconcile.Request], err error) {
 	w.met.conflicts.Inc()
-	now := w.q.AddRetry(key, req)
+	now := w.q.AddRetry(item.Key, item.Value, item.Priority)
 	if ctx.Err() == nil {
-		w.logger.Debug("reconcile hit a write conflict; retrying", "request", key.String(), "error", err, "at_once", now)
+		w.logger.Debug("reconcile hit a write conflict; retrying", "request", item.Key.String(), "error", err, "at_once", now)
 	}
 }
 

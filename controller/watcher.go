@@ -311,6 +311,7 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 			current = true
 			markApplied(progress, resume)
 			for _, ev := range events {
+				ev.Snapshot = true
 				sink(ev)
 			}
 			primed()

@@ -175,3 +175,89 @@ func BenchmarkReAdd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkW13s is workload W13s, starvation: 32 workers, each hand-out
+// taking 1 ms (a sleep), a stream of Normal keys at 90% of what the
+// workers can take, and 10,000 Low keys queued at once. It reports the
+// longest time a Low key waited for a worker (max-wait-ms), the aging
+// bound (bound-ms), the bound the queue promises the last Low key
+// (promised-ms: the aging bound plus two hand-outs per Low key ahead of
+// it, at the hand-out rate measured) and how busy the workers were. The
+// spare 10% would need about 4 s to hand the Low keys out; from the aging
+// bound on, Low and Normal keys take turns.
+func BenchmarkW13s(b *testing.B) {
+	for _, bound := range []time.Duration{DefaultAgingBound, time.Second} {
+		b.Run(fmt.Sprintf("bound=%s", bound), func(b *testing.B) { benchW13s(b, bound) })
+	}
+}
+
+func benchW13s(b *testing.B, bound time.Duration) {
+	const workers, lows = 32, 10_000
+	const work = time.Millisecond
+	// What a sleep of work takes here, so that the load is 90% of the
+	// workers' real capacity.
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		time.Sleep(work)
+	}
+	perItem := time.Since(start) / 50
+	rate := 0.9 * float64(workers) / perItem.Seconds() // Normal keys per second
+	var maxWait, promised, busy, elapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		q := New[benchKey, time.Time](Options{AgingBound: bound})
+		var lowLeft atomic.Int64
+		lowLeft.Store(lows)
+		var mu sync.Mutex
+		var longest, worked time.Duration
+		var handed atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					got, ok := q.Get()
+					if !ok {
+						return
+					}
+					t0 := time.Now()
+					handed.Add(1)
+					if got.Priority == Low {
+						mu.Lock()
+						longest = max(longest, t0.Sub(got.Value))
+						mu.Unlock()
+						lowLeft.Add(-1)
+					}
+					time.Sleep(work)
+					mu.Lock()
+					worked += time.Since(t0)
+					mu.Unlock()
+					q.Done(got)
+				}
+			}()
+		}
+		begin := time.Now()
+		for j := 0; j < lows; j++ {
+			q.AddPriority(benchKey{"default", "low", fmt.Sprintf("low-%d", j)}, begin, Low)
+		}
+		added := 0
+		for lowLeft.Load() > 0 {
+			time.Sleep(time.Millisecond)
+			now := time.Now()
+			for due := int(rate * now.Sub(begin).Seconds()); added < due; added++ {
+				q.Add(benchKey{"default", "normal", fmt.Sprintf("n-%d", added)}, now)
+			}
+		}
+		span := time.Since(begin)
+		q.ShutDownNow()
+		wg.Wait()
+		maxWait = max(maxWait, longest)
+		promised = max(promised, bound+2*lows*span/time.Duration(handed.Load()))
+		busy += worked
+		elapsed += span * workers
+	}
+	b.ReportMetric(float64(maxWait.Microseconds())/1000, "max-wait-ms")
+	b.ReportMetric(float64(bound.Milliseconds()), "bound-ms")
+	b.ReportMetric(float64(promised.Milliseconds()), "promised-ms")
+	b.ReportMetric(100*busy.Seconds()/elapsed.Seconds(), "busy-%")
+}

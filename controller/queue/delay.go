@@ -34,10 +34,15 @@ func (d *delayQueue[K, V]) init(q *Queue[K, V]) {
 
 func (d *delayQueue[K, V]) now() int64 { return int64(time.Since(d.epoch)) }
 
-// add schedules it after wait; the caller holds the queue's mutex.
-func (d *delayQueue[K, V]) add(it *item[K, V], v V, wait time.Duration) {
+// add schedules it after wait at priority p (the higher of p and its
+// pending one, if it is scheduled already); the caller holds the queue's
+// mutex.
+func (d *delayQueue[K, V]) add(it *item[K, V], v V, wait time.Duration, p Priority) {
 	at := d.now() + int64(wait)
 	it.delayVal = v
+	if it.delayAt == 0 || p > it.delayPrio {
+		it.delayPrio = p
+	}
 	if it.delayAt != 0 && it.delayAt <= at {
 		return
 	}
@@ -88,7 +93,7 @@ func (d *delayQueue[K, V]) fire() {
 		it.delayAt = 0
 		v := it.delayVal
 		it.delayVal = zero
-		q.markDirty(it, v, wall)
+		q.markDirty(it, v, wall, it.delayPrio)
 	}
 	d.arm()
 }

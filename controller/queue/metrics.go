@@ -5,8 +5,11 @@ import "github.com/prometheus/client_golang/prometheus"
 // Metrics are the measurements a Queue reports, already bound to their
 // labels so the hot path does no label look-ups.
 type Metrics struct {
-	// Depth is the number of keys ready for a worker.
+	// Depth is the number of Normal keys ready for a worker.
 	Depth prometheus.Gauge
+	// LowDepth, when non-nil, is the number of Low keys ready for a
+	// worker.
+	LowDepth prometheus.Gauge
 	// Adds counts keys queued (de-duplicated adds are not counted).
 	Adds prometheus.Counter
 	// QueueLatency observes seconds from a key being queued to a worker
@@ -20,7 +23,8 @@ type Metrics struct {
 
 // MetricsVec holds the work-queue metric families, named as client-go and
 // controller-runtime name them (workqueue_depth, workqueue_adds_total, ...)
-// and labelled by controller name ("name" and "controller" labels).
+// and labelled by controller name ("name" and "controller" labels); the
+// depth is labelled by priority too ("priority": "normal" or "low").
 type MetricsVec struct {
 	depth        *prometheus.GaugeVec
 	adds         *prometheus.CounterVec
@@ -36,8 +40,8 @@ func NewMetricsVec(reg prometheus.Registerer) (*MetricsVec, error) {
 	buckets := prometheus.ExponentialBuckets(10e-9, 10, 12)
 	v := &MetricsVec{
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "workqueue_depth", Help: "Current number of keys waiting in the work queue.",
-		}, labels),
+			Name: "workqueue_depth", Help: "Current number of keys waiting in the work queue, by priority.",
+		}, append(labels, "priority")),
 		adds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "workqueue_adds_total", Help: "Total number of keys added to the work queue.",
 		}, labels),
@@ -66,7 +70,8 @@ func NewMetricsVec(reg prometheus.Registerer) (*MetricsVec, error) {
 // For returns the metrics of the queue of one controller.
 func (v *MetricsVec) For(controller string) *Metrics {
 	return &Metrics{
-		Depth:        v.depth.WithLabelValues(controller, controller),
+		Depth:        v.depth.WithLabelValues(controller, controller, Normal.String()),
+		LowDepth:     v.depth.WithLabelValues(controller, controller, Low.String()),
 		Adds:         v.adds.WithLabelValues(controller, controller),
 		QueueLatency: v.queueLatency.WithLabelValues(controller, controller),
 		WorkDuration: v.workDuration.WithLabelValues(controller, controller),

@@ -1,7 +1,8 @@
 // Package queue is the work queue behind each controller: it de-duplicates
 // keys while they wait, never hands one key to two workers at once, re-queues
-// a key that was added while it was being processed, and delays keys either
-// by a fixed time or by per-key exponential backoff.
+// a key that was added while it was being processed, delays keys either
+// by a fixed time or by per-key exponential backoff, and hands out Normal
+// keys before Low ones, within an aging bound (see Priority).
 package queue
 
 import (
@@ -21,8 +22,8 @@ type Queue[K comparable, V any] struct {
 
 	// items holds every key the queue knows: waiting, in progress or
 	// delayed. A key with none of those states is removed. One map look-up
-	// per operation keeps the hot path cheap; ready and the delay heap point
-	// straight at the items.
+	// per operation keeps the hot path cheap; the rings and the delay heap
+	// point straight at the items.
 	items map[K]*item[K, V]
 	free  []*item[K, V]
 	slab  []item[K, V] // fresh items, allocated in chunks
@@ -51,11 +52,20 @@ type Queue[K comparable, V any] struct {
 	lingerHead int
 	nLingering int
 
-	// ready holds items waiting for a worker, in FIFO order, as a ring
-	// buffer: head indexes the oldest entry, n counts the live ones.
-	ready []*item[K, V]
-	head  int
-	n     int
+	// normal and low hold the items waiting for a worker, per priority,
+	// each in FIFO order; n counts them both. low may hold stale entries
+	// (see lowEntry); nLow counts its live ones. tookLow says the last key
+	// handed out was Low (see lowTurn).
+	normal  ring[*item[K, V]]
+	low     ring[lowEntry[K, V]]
+	n       int
+	nLow    int
+	tookLow bool
+
+	// aging is Options.AgingBound in nanoseconds; clock reads the time on
+	// the scale of item.readyAt (tests replace it).
+	aging int64
+	clock func() int64
 
 	delayed  delayQueue[K, V]
 	backoffs backoffs[K]
@@ -71,17 +81,22 @@ type item[K comparable, V any] struct {
 	value V
 
 	dirty      bool  // must be processed (again)
-	queued     bool  // sits in ready
+	queued     bool  // sits in normal or low
 	processing bool  // a worker holds it
 	parked     bool  // idle, kept in items (see Queue.parked)
 	lingers    bool  // idle, kept in items behind a closed gate (see Queue.lingering)
 	parkSlot   int32 // its slot in Queue.parked while parked
 
+	prio    Priority // of the pending add, while dirty
+	lowSeq  uint32   // bumped each time it is queued at Low (see lowEntry)
+	readyAt int64    // when it was queued at Low, on Queue.clock
+
 	addedAt   time.Time // when it became dirty (metrics only)
 	startedAt time.Time // when a worker took it (metrics only)
 
-	delayAt  int64 // when a delayed add is due; 0 if none
-	delayVal V
+	delayAt   int64 // when a delayed add is due; 0 if none
+	delayVal  V
+	delayPrio Priority
 
 	// gate, when set, keeps the key from being handed out (see DoneGated);
 	// gateWaiting says its Wait is running.
@@ -106,6 +121,14 @@ type Options struct {
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 
+	// AgingBound is how long a Low key waits, at most, before it ranks
+	// with Normal keys: once the oldest Low key has waited that long, Low
+	// and Normal keys take turns until no Low key has waited that long.
+	// So under any load of Normal keys a Low key is handed out within
+	// AgingBound plus two hand-outs per Low key still waiting ahead of it.
+	// Zero means DefaultAgingBound (5 s).
+	AgingBound time.Duration
+
 	// Metrics, when non-nil, receives the queue's measurements.
 	Metrics *Metrics
 }
@@ -127,10 +150,15 @@ func New[K comparable, V any](opts Options) *Queue[K, V] {
 	if opts.MaxDelay < opts.BaseDelay {
 		opts.MaxDelay = opts.BaseDelay
 	}
+	if opts.AgingBound <= 0 {
+		opts.AgingBound = DefaultAgingBound
+	}
+	epoch := time.Now()
 	q := &Queue[K, V]{
 		items:   make(map[K]*item[K, V]),
-		ready:   make([]*item[K, V], 16),
 		metrics: opts.Metrics,
+		aging:   int64(opts.AgingBound),
+		clock:   func() int64 { return int64(time.Since(epoch)) },
 	}
 	q.cond.L = &q.mu
 	q.backoffs.init(opts.BaseDelay, opts.MaxDelay)
@@ -244,24 +272,45 @@ func (q *Queue[K, V]) unparkAll() {
 	q.parkHead, q.parkLen = 0, 0
 }
 
-// Add queues key with value v now. If key is already waiting, only its value
-// is replaced; if it is in progress, it is queued again once Done.
+// Add queues key with value v now, at Normal priority. If key is already
+// waiting, only its value is replaced (and its priority raised to Normal);
+// if it is in progress, it is queued again once Done.
 func (q *Queue[K, V]) Add(key K, v V) {
 	q.mu.Lock()
 	if !q.shuttingDown {
-		q.markDirty(q.lookup(key), v, time.Time{})
+		q.markDirty(q.lookup(key), v, time.Time{}, Normal)
 	}
 	q.mu.Unlock()
 }
 
-// markDirty queues it with value v; now may be zero and is read lazily, to
-// spare the clock on the de-duplicated path.
-func (q *Queue[K, V]) markDirty(it *item[K, V], v V, now time.Time) {
+// AddPriority is Add at priority p. A key already waiting keeps the
+// higher of its priority and p: adding it at Normal raises it, at Low
+// never lowers it. (Add is AddPriority at Normal, spelt out to keep the
+// common call one call deep.)
+func (q *Queue[K, V]) AddPriority(key K, v V, p Priority) {
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.markDirty(q.lookup(key), v, time.Time{}, p)
+	}
+	q.mu.Unlock()
+}
+
+// markDirty queues it with value v at priority p; now may be zero and is
+// read lazily, to spare the clock on the de-duplicated path.
+func (q *Queue[K, V]) markDirty(it *item[K, V], v V, now time.Time, p Priority) {
 	it.value = v
 	if it.dirty {
+		if p > it.prio {
+			if it.queued {
+				q.raise(it)
+			} else {
+				it.prio = p
+			}
+		}
 		return
 	}
 	it.dirty = true
+	it.prio = p
 	if q.metrics != nil {
 		if now.IsZero() {
 			now = time.Now()
@@ -278,37 +327,24 @@ func (q *Queue[K, V]) markDirty(it *item[K, V], v V, now time.Time) {
 	q.push(it)
 }
 
+// push queues it for a worker at its priority.
 func (q *Queue[K, V]) push(it *item[K, V]) {
-	if q.n == len(q.ready) {
-		grown := make([]*item[K, V], 2*len(q.ready))
-		for i := 0; i < q.n; i++ {
-			grown[i] = q.ready[(q.head+i)%len(q.ready)]
-		}
-		q.ready = grown
-		q.head = 0
-	}
-	q.ready[(q.head+q.n)%len(q.ready)] = it
-	q.n++
 	it.queued = true
-	if q.metrics != nil {
-		q.metrics.Depth.Set(float64(q.n))
+	q.n++
+	if it.prio == Low {
+		q.pushLow(it)
+	} else {
+		q.normal.push(it)
 	}
+	q.setDepth(it.prio)
 	if q.waiters > 0 {
 		q.cond.Signal()
 	}
 }
 
-func (q *Queue[K, V]) pop() *item[K, V] {
-	it := q.ready[q.head]
-	q.ready[q.head] = nil
-	q.head = (q.head + 1) % len(q.ready)
-	q.n--
-	it.queued = false
-	return it
-}
-
-// AddAfter queues key once d has passed. A key already waiting for a later
-// time is brought forward; one waiting for an earlier time keeps it.
+// AddAfter queues key at Normal priority once d has passed. A key already
+// waiting for a later time is brought forward; one waiting for an earlier
+// time keeps it.
 func (q *Queue[K, V]) AddAfter(key K, v V, d time.Duration) {
 	if d <= 0 {
 		q.Add(key, v)
@@ -316,13 +352,28 @@ func (q *Queue[K, V]) AddAfter(key K, v V, d time.Duration) {
 	}
 	q.mu.Lock()
 	if !q.shuttingDown {
-		q.delayed.add(q.lookup(key), v, d)
+		q.delayed.add(q.lookup(key), v, d, Normal)
 	}
 	q.mu.Unlock()
 }
 
-// AddRateLimited queues key after its backoff: each call without an
-// intervening Forget doubles the delay, from BaseDelay up to MaxDelay.
+// AddAfterPriority is AddAfter at priority p. A key already waiting for
+// its time keeps the higher of its priority and p.
+func (q *Queue[K, V]) AddAfterPriority(key K, v V, d time.Duration, p Priority) {
+	if d <= 0 {
+		q.AddPriority(key, v, p)
+		return
+	}
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.delayed.add(q.lookup(key), v, d, p)
+	}
+	q.mu.Unlock()
+}
+
+// AddRateLimited queues key at Low priority after its backoff: each call
+// without an intervening Forget doubles the delay, from BaseDelay up to
+// MaxDelay.
 func (q *Queue[K, V]) AddRateLimited(key K, v V) {
 	q.mu.Lock()
 	q.addRateLimited(key, v)
@@ -336,7 +387,7 @@ func (q *Queue[K, V]) addRateLimited(key K, v V) {
 		q.metrics.Retries.Inc()
 	}
 	if !q.shuttingDown {
-		q.delayed.add(q.lookup(key), v, d)
+		q.delayed.add(q.lookup(key), v, d, Low)
 	}
 }
 
@@ -344,8 +395,10 @@ func (q *Queue[K, V]) addRateLimited(key K, v V) {
 // once if it is the key's first failure since it was last forgotten,
 // otherwise after its backoff, as AddRateLimited. Either way the failure
 // is counted, so a key that keeps failing backs off as usual (from
-// BaseDelay). It reports whether the key was queued at once.
-func (q *Queue[K, V]) AddRetry(key K, v V) bool {
+// BaseDelay). Queued at once, it goes in at priority p (the priority it
+// was handed out at, say); after a backoff, at Low. It reports whether the
+// key was queued at once.
+func (q *Queue[K, V]) AddRetry(key K, v V, p Priority) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.backoffs.failures(key) > 0 {
@@ -354,7 +407,7 @@ func (q *Queue[K, V]) AddRetry(key K, v V) bool {
 	}
 	q.backoffs.count(key)
 	if !q.shuttingDown {
-		q.markDirty(q.lookup(key), v, time.Time{})
+		q.markDirty(q.lookup(key), v, time.Time{}, p)
 	}
 	return true
 }
@@ -386,8 +439,11 @@ type Item[K comparable, V any] struct {
 	// Started is when Get handed the key out; zero on a queue without
 	// metrics, which does not read the clock.
 	Started time.Time
-	it      *item[K, V]
-	gen     uint64
+	// Priority is the priority the key waited at: a RequeueAfter of its
+	// work keeps it.
+	Priority Priority
+	it       *item[K, V]
+	gen      uint64
 }
 
 // Get blocks until a key is ready and returns it with its latest value,
@@ -407,14 +463,14 @@ func (q *Queue[K, V]) Get() (got Item[K, V], ok bool) {
 	it := q.pop()
 	it.dirty = false
 	it.processing = true
-	got = Item[K, V]{Key: it.key, Value: it.value, it: it, gen: it.gen}
+	got = Item[K, V]{Key: it.key, Value: it.value, Priority: it.prio, it: it, gen: it.gen}
 	var zero V
 	it.value = zero
 	if q.metrics != nil {
 		now := time.Now()
 		it.startedAt = now
 		got.Started = now
-		q.metrics.Depth.Set(float64(q.n))
+		q.setDepth(it.prio)
 		q.metrics.QueueLatency.Observe(now.Sub(it.addedAt).Seconds())
 	}
 	q.mu.Unlock()

@@ -303,7 +303,7 @@ func TestAddRetry(t *testing.T) {
 	q := New[string, int](Options{Metrics: m, BaseDelay: 20 * time.Millisecond, MaxDelay: time.Second})
 	q.Add("k", 0)
 	item, _ := q.Get()
-	require.True(t, q.AddRetry("k", 1), "the first failure goes at once")
+	require.True(t, q.AddRetry("k", 1, Normal), "the first failure goes at once")
 	require.Equal(t, 0, q.Len(), "not while in progress")
 	q.Done(item)
 	require.Equal(t, 1, q.Len())
@@ -313,7 +313,7 @@ func TestAddRetry(t *testing.T) {
 	item, _ = q.Get()
 	assert.Equal(t, 1, item.Value)
 	start := time.Now()
-	require.False(t, q.AddRetry("k", 2), "the second one backs off")
+	require.False(t, q.AddRetry("k", 2, Normal), "the second one backs off")
 	q.Done(item)
 	assert.Equal(t, 0, q.Len())
 	item, _ = q.Get()
@@ -324,7 +324,7 @@ func TestAddRetry(t *testing.T) {
 
 	// A success in between: at once again.
 	q.Forget("k")
-	require.True(t, q.AddRetry("k", 3))
+	require.True(t, q.AddRetry("k", 3, Normal))
 	q.Done(item)
 	item, _ = q.Get()
 	assert.Equal(t, 3, item.Value)
