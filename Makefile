@@ -80,7 +80,7 @@ fuzz:
 	@for f in $(FUZZ_ETCD); do (cd storage/etcd && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
 	@for f in $(FUZZ_SELECTOR); do (cd selector && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) || exit 1; done
 
-# The long robustness run (internal/robustness): more clients, names and
+# The long robustness run (internal/testkit/robustness): more clients, names and
 # operations than the short run of `make test`, over ROBUSTNESS_SEEDS seeds
 # from ROBUSTNESS_SEED (random when empty), on the in-memory backend and on
 # the embedded etcd. A failure prints the seed; `-robustness.seed=N` replays it.
@@ -89,7 +89,7 @@ ROBUSTNESS_SEED ?=
 ROBUSTNESS_FLAGS = -robustness.long -robustness.seeds=$(ROBUSTNESS_SEEDS) $(if $(ROBUSTNESS_SEED),-robustness.seed=$(ROBUSTNESS_SEED),)
 
 robustness:
-	$(GO) test $(RACE) -count=1 -timeout 30m -v -run 'TestInMemory' ./internal/robustness/ $(ROBUSTNESS_FLAGS)
+	$(GO) test $(RACE) -count=1 -timeout 30m -v -run 'TestInMemory' ./internal/testkit/robustness/ $(ROBUSTNESS_FLAGS)
 	cd storage/etcd && $(GO) test $(RACE) -count=1 -timeout 30m -v -run 'TestRobustness' . $(ROBUSTNESS_FLAGS)
 
 # The multi-process test of Loom on etcd: a 3-member etcd cluster and 3

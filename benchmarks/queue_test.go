@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/controller/queue"
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/cache"
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"google.golang.org/protobuf/types/known/anypb"

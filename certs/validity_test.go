@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/certs"
-	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
 )
 
 // TestOutOfDateCertificateRefused: a certificate that has expired, or is

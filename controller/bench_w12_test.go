@@ -16,7 +16,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/dependency"
 	"github.com/loomrt/loom/finalizer"
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"

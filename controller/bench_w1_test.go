@@ -18,7 +18,7 @@ import (
 
 	"github.com/loomrt/loom/cache"
 	"github.com/loomrt/loom/controller"
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/loomrt/loom/predicate"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"

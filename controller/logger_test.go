@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

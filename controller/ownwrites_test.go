@@ -13,7 +13,7 @@ import (
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/dependency"
 	"github.com/loomrt/loom/finalizer"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/loomrt/loom/controller"
 	"github.com/loomrt/loom/examples/foo"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/reconcile"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"

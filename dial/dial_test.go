@@ -20,7 +20,7 @@ import (
 	"github.com/loomrt/loom/dial"
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/server"

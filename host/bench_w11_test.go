@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/loomrt/loom/internal/idlewatchers"
+	"github.com/loomrt/loom/internal/testkit/idlewatchers"
 )
 
 var w11Writes = flag.Int("w11.writes", 20000, "writes per arm of BenchmarkW11 (the workload's full size is 200000)")

@@ -26,7 +26,7 @@ import (
 
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/host"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 

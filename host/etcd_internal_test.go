@@ -14,8 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/loomrt/loom/internal/testcerts"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/storage/etcd/etcdtest"
 )
 

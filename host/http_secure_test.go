@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
 )
 
 // leafOf parses the certificate in certPEM.

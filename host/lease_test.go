@@ -12,8 +12,8 @@ import (
 
 	"github.com/loomrt/loom/certs"
 	"github.com/loomrt/loom/dial"
-	"github.com/loomrt/loom/internal/testcerts"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/leaderelection"
 	"github.com/loomrt/loom/proto/pbresource"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/host"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 )
 
 // TestHostWarnsOfPlaintextTokens: ACLs without TLS on an address other

@@ -16,7 +16,7 @@ import (
 
 	"github.com/loomrt/loom/examples/foo"
 	"github.com/loomrt/loom/host"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 )
 
 // registerExamples serves the example types and controllers, as `loom

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/leaderelection"
 	pbleasev1 "github.com/loomrt/loom/proto/pblease/v1"
 	"github.com/loomrt/loom/proto/pbresource"

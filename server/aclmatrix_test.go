@@ -3,7 +3,7 @@ package server_test
 import (
 	"testing"
 
-	"github.com/loomrt/loom/internal/aclmatrix"
+	"github.com/loomrt/loom/internal/testkit/aclmatrix"
 	"github.com/loomrt/loom/storage/inmem"
 )
 

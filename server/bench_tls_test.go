@@ -15,7 +15,7 @@ import (
 	"github.com/loomrt/loom/certs"
 	"github.com/loomrt/loom/dial"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )

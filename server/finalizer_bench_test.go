@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 )
 
 // BenchmarkListSelector measures what a server spends on a List with a

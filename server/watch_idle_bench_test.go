@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/internal/idlewatchers"
+	"github.com/loomrt/loom/internal/testkit/idlewatchers"
 )
 
 // BenchmarkIdleWatchersServer is the idle-watchers workload against a real

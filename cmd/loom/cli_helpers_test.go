@@ -21,7 +21,7 @@ import (
 	_ "google.golang.org/protobuf/types/known/durationpb" // the widget's file imports duration.proto
 
 	"github.com/loomrt/loom/host"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )

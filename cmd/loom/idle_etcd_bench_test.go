@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/internal/idlewatchers"
+	"github.com/loomrt/loom/internal/testkit/idlewatchers"
 	"github.com/loomrt/loom/storage/etcd/etcdtest"
 )
 

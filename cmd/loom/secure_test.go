@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 

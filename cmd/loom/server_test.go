@@ -22,7 +22,7 @@ import (
 
 	"github.com/loomrt/loom/examples/foo"
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomrt/loom/internal/benchutil"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/loomrt/loom/certs"
-	"github.com/loomrt/loom/internal/testcerts"
+	"github.com/loomrt/loom/internal/testkit/testcerts"
 )
 
 // TestHTTPSIdleConnectionsMakeRoom: over TLS as over plaintext, a

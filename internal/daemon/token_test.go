@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/loomrt/loom/internal/testlog"
+	"github.com/loomrt/loom/internal/testkit/testlog"
 )
 
 // TestWatchToken: a changed token file replaces the token; an empty or

@@ -3,7 +3,7 @@ package etcd
 import (
 	"testing"
 
-	"github.com/loomrt/loom/internal/aclmatrix"
+	"github.com/loomrt/loom/internal/testkit/aclmatrix"
 )
 
 // TestACLMatrix runs the ACL matrix (every RPC × token shape × stored vs

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/loomrt/loom/internal/robustness"
+	"github.com/loomrt/loom/internal/testkit/robustness"
 )
 
-// TestRobustness runs the seeded history of internal/robustness (its flags
+// TestRobustness runs the seeded history of internal/testkit/robustness (its flags
 // pick the seed and the length) against the service over the embedded
 // etcd: linearizable writes and strong reads, monotonic eventual reads,
 // and every watch validated, with streams broken off at random and a slow

@@ -3,7 +3,7 @@ package etcd
 import (
 	"testing"
 
-	"github.com/loomrt/loom/internal/selectortest"
+	"github.com/loomrt/loom/internal/testkit/selectortest"
 	"github.com/loomrt/loom/storage"
 )
 

@@ -6,7 +6,7 @@
 // flight by a proxy) and frozen (SIGSTOP), etcd compacted meanwhile, and
 // the frozen server's late writes refused by the fence (TestCluster). A
 // second test (TestClusterHistory) runs the porcupine-checked workload of
-// internal/robustness across the 3 servers of a cluster of its own while
+// internal/testkit/robustness across the 3 servers of a cluster of its own while
 // the leading server is killed, etcd's leader is killed and restarted, a
 // server's link to etcd is held, and etcd is compacted.
 //

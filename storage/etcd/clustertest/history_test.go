@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/loomrt/loom/examples/foo"
-	"github.com/loomrt/loom/internal/robustness"
+	"github.com/loomrt/loom/internal/testkit/robustness"
 	"github.com/loomrt/loom/proto/pbresource"
 )
 
@@ -39,7 +39,7 @@ const (
 )
 
 // TestClusterHistory runs the porcupine-checked workload of
-// internal/robustness on foo.v1.Zip (no controller writes to it) across the
+// internal/testkit/robustness on foo.v1.Zip (no controller writes to it) across the
 // 3 servers of a cluster: clients spread over every server, watchers on the
 // two that survive. Meanwhile, in order, at set numbers of operations: the
 // leading server is killed; etcd's leader member is killed, then restarted
