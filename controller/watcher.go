@@ -169,152 +169,21 @@ func (w *cacheWatcher) watchOnce(ctx context.Context, typ *pbresource.Type, resu
 		return false, err
 	}
 	stream = pbresource.Unbatched(stream)
-	// resuming: the stream may be the changes after resume.version, as
-	// asked, and its events are applied at once. If it proves to be a
-	// snapshot after all, what it upserted before that is in the cache
-	// with a version after resumedFrom (see appliedSince).
-	resuming := resume.version != ""
-	inSnapshot := !resuming
-	resumedFrom := *resume
-	// unannounced: a snapshot that comes without NewSnapshot (the server
-	// ignored since_version) may have been applied in part already.
-	unannounced := resuming
-	var snapshot []*pbresource.Resource
-	current := false
-	// unversioned: the last snapshot came from a server that does not
-	// version it (see confirm); floor: changes at or before it were in
-	// the List that confirmed it.
-	unversioned := w.Probe.unversioned()
-	var floor uint64
+	st := newStreamState(w, typ, resume, progress, sink, primed)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = status.Error(codes.Unavailable, "watch stream closed by the server")
 			}
-			return current, err
+			return st.current, err
 		}
 		if accepted != nil {
 			accepted()
 			accepted = nil
 		}
-		switch e := ev.Event.(type) {
-		case *pbresource.WatchEvent_NewSnapshot_:
-			// The server cannot resume: a snapshot follows.
-			resuming, inSnapshot, unannounced, snapshot = false, true, false, nil
-		case *pbresource.WatchEvent_Upsert_:
-			res := e.Upsert.GetResource()
-			if res.GetId() == nil {
-				continue
-			}
-			if resuming && !resume.precedes(res.Version) {
-				// Not a change after the resume point: the server ignored
-				// since_version and this is a snapshot.
-				resuming, inSnapshot = false, true
-			}
-			matches := w.Selector.Matches(res.Metadata)
-			if inSnapshot {
-				if matches {
-					snapshot = append(snapshot, res)
-				}
-				continue
-			}
-			current = true
-			resume.advance(res.Version)
-			if !matches {
-				// Left the selection, or changed outside it.
-				old, err := w.unselect(res, unversioned, floor)
-				if err != nil {
-					return true, err
-				}
-				if old != nil {
-					sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
-				}
-				markApplied(progress, resume)
-				continue
-			}
-			old, applied, err := w.upsert(res, unversioned, floor)
-			if err != nil {
-				return true, err
-			}
-			markApplied(progress, resume)
-			if applied {
-				sink(cache.Event{Kind: cache.Upserted, Resource: res, Old: old})
-			}
-		case *pbresource.WatchEvent_Delete_:
-			res := e.Delete.GetResource()
-			if res.GetId() == nil {
-				continue
-			}
-			if inSnapshot {
-				// Not expected before EndOfSnapshot; drop it from the snapshot.
-				snapshot = dropID(snapshot, res.Id)
-				continue
-			}
-			current = true
-			del := w.Cache.Delete
-			if unversioned {
-				del = w.Cache.DeleteSame
-			}
-			old, err := del(res.Id)
-			if err != nil {
-				return true, err
-			}
-			resume.advance(e.Delete.GetVersion())
-			markApplied(progress, resume)
-			if old != nil {
-				sink(cache.Event{Kind: cache.Deleted, Resource: res, Old: old})
-			}
-		case *pbresource.WatchEvent_Bookmark_:
-			current = true
-			resume.advance(e.Bookmark.GetVersion())
-			markApplied(progress, resume)
-		case *pbresource.WatchEvent_EndOfSnapshot_:
-			if !inSnapshot && !resuming {
-				continue
-			}
-			// A snapshot ends here (a resumed stream has no EndOfSnapshot:
-			// one that was "resuming" was a snapshot all along).
-			// A snapshot without a version comes from a server that is not
-			// Loom (Consul): it may be stale and keeps only typ's
-			// GroupVersion. See confirm.
-			unversioned = e.EndOfSnapshot.GetVersion() == ""
-			w.Probe.learn(!unversioned)
-			replace := w.Cache.Replace
-			if unversioned {
-				if snapshot, floor, err = w.confirm(ctx, typ, snapshot); err != nil {
-					return true, err
-				}
-				replace = w.Cache.ReplaceGroupVersion
-			} else if unannounced {
-				if snapshot, err = w.appliedSince(typ, snapshot, resumedFrom); err != nil {
-					return true, err
-				}
-			}
-			resuming, inSnapshot, unannounced = false, false, false
-			events, err := replace(typ, snapshot)
-			if err != nil {
-				return true, err
-			}
-			*resume = resumePoint{}
-			if v := e.EndOfSnapshot.GetVersion(); v != "" {
-				resume.advance(v)
-			} else {
-				// A server that does not say what the snapshot is consistent
-				// at: resuming from its newest resource may repeat changes
-				// the snapshot had, which the cache absorbs, and misses none.
-				for _, res := range snapshot {
-					resume.advance(res.Version)
-				}
-			}
-			snapshot = nil
-			current = true
-			markApplied(progress, resume)
-			for _, ev := range events {
-				ev.Snapshot = true
-				sink(ev)
-			}
-			primed()
+		if err := st.apply(ctx, ev); err != nil {
+			return true, err
 		}
 	}
 }
