@@ -3,10 +3,13 @@ package console_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,11 +121,21 @@ func benchW8Consoles(b *testing.B, consoles int, fullPage bool) {
 // viewPage is a browser on a type page until ctx ends: it loads the first
 // page, then reads the live stream, loading the page again when told to.
 func viewPage(ctx context.Context, base, typ string, reloads *atomic.Int64) {
+	const pageSize = 50
 	for ctx.Err() == nil {
-		if err := getBody(ctx, base+"/ui/api/rows?limit=50&type="+typ); err != nil {
+		var page struct {
+			Rows []struct{ Key string } `json:"rows"`
+		}
+		if err := getJSON(ctx, base+"/ui/api/rows?limit=50&type="+typ, &page); err != nil {
 			return
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ui/api/events?type="+typ, nil)
+		// The window as app.js asks for it: to the page's last row when it
+		// is full, else open-ended with room for the rows it lacks.
+		q := url.Values{"type": {typ}, "room": {strconv.Itoa(pageSize - len(page.Rows))}}
+		if len(page.Rows) == pageSize {
+			q.Set("to", page.Rows[pageSize-1].Key)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ui/api/events?"+q.Encode(), nil)
 		rsp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return
@@ -137,6 +150,16 @@ func viewPage(ctx context.Context, base, typ string, reloads *atomic.Int64) {
 		}
 		rsp.Body.Close()
 	}
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer rsp.Body.Close()
+	return json.NewDecoder(rsp.Body).Decode(v)
 }
 
 func getBody(ctx context.Context, u string) error {

@@ -234,7 +234,11 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, token string) e
 		return err
 	}
 	defer sw.release()
-	s := newSubscriber(f, q.Get("from"), q.Get("to"))
+	room, err := intParam(r, "room", pageLimit)
+	if err != nil {
+		return err
+	}
+	s := newSubscriber(f, q.Get("from"), q.Get("to"), room)
 	sw.subscribe(s)
 	defer sw.unsubscribe(s)
 

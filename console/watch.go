@@ -247,6 +247,12 @@ func (w *sharedWatch) apply(key string, res *pbresource.Resource) {
 		}
 		var msg []byte
 		if res != nil && s.filter.matches(res) {
+			if !had && !s.take() {
+				// A new row past a full open-ended page: the page
+				// reloads, and then has an end.
+				w.dropLocked(s, errResync)
+				continue
+			}
 			if up == nil {
 				up = upsertMessage(res)
 			}
@@ -329,12 +335,25 @@ var errResync = status.Error(codes.Aborted, "reload the page")
 type subscriber struct {
 	filter   filter
 	from, to string // the window's first and last keys; to "" when open-ended
-	ch       chan []byte
-	err      error // why ch was closed; read after it is
+	// room is how many new rows an open-ended page may still show; once
+	// they came, the next one makes the page reload (a page is windowed:
+	// a burst of creates is not streamed to every open page whole).
+	room int
+	ch   chan []byte
+	err  error // why ch was closed; read after it is
 }
 
-func newSubscriber(f filter, from, to string) *subscriber {
-	return &subscriber{filter: f, from: from, to: to, ch: make(chan []byte, subscriberBuffer)}
+func newSubscriber(f filter, from, to string, room int) *subscriber {
+	return &subscriber{filter: f, from: from, to: to, room: room, ch: make(chan []byte, subscriberBuffer)}
+}
+
+// take reports whether s may show one more new row, counting it.
+func (s *subscriber) take() bool {
+	if s.to != "" {
+		return true
+	}
+	s.room--
+	return s.room >= 0
 }
 
 func (s *subscriber) inWindow(key string) bool {

@@ -146,7 +146,9 @@ async function typePage(type, params) {
 
   // Live: the changes within this page's window (to its end when the page
   // is not full, so new resources show up).
-  const q = new URLSearchParams({type, ...f, from: offset > 0 && keys.length ? keys[0] : '', to: full ? keys[keys.length - 1] : ''});
+  // room: how many new rows the page may take before it reloads.
+  const q = new URLSearchParams({type, ...f, from: offset > 0 && keys.length ? keys[0] : '', to: full ? keys[keys.length - 1] : '',
+    room: pageSize - keys.length});
   const es = new EventSource('/ui/api/events?' + q);
   let queued = false;
   const later = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; render(); }); } };
