@@ -113,3 +113,16 @@ func CopyStatus(res *pbresource.Resource, key string) *pbresource.Status {
 	st.UpdatedAt = nil
 	return st
 }
+
+// StateName is a condition state as people read it: "True", "False" or
+// "Unknown", as Kubernetes writes condition statuses.
+func StateName(s pbresource.Condition_State) string {
+	switch s {
+	case pbresource.Condition_STATE_TRUE:
+		return "True"
+	case pbresource.Condition_STATE_FALSE:
+		return "False"
+	default:
+		return "Unknown"
+	}
+}

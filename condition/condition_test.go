@@ -103,3 +103,15 @@ func TestCopyStatusIsOwnAndForgetsGeneration(t *testing.T) {
 		t.Fatalf("CopyStatus of a missing key = %v, want an empty status", empty)
 	}
 }
+
+func TestStateName(t *testing.T) {
+	for s, want := range map[pbresource.Condition_State]string{
+		pbresource.Condition_STATE_TRUE:    "True",
+		pbresource.Condition_STATE_FALSE:   "False",
+		pbresource.Condition_STATE_UNKNOWN: "Unknown",
+	} {
+		if got := condition.StateName(s); got != want {
+			t.Errorf("StateName(%v) = %q, want %q", s, got, want)
+		}
+	}
+}

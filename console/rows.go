@@ -9,6 +9,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/loomrt/loom/condition"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 	"github.com/loomrt/loom/selector"
@@ -129,24 +130,12 @@ func statusesOf(res *pbresource.Resource) []statusView {
 		v := statusView{Key: key, ObservedGeneration: st.GetObservedGeneration(),
 			Observed: st.GetObservedGeneration() == res.GetGeneration(), Conditions: []conditionView{}}
 		for _, c := range st.GetConditions() {
-			v.Conditions = append(v.Conditions, conditionView{Type: c.GetType(), State: stateName(c.GetState()), Reason: c.GetReason(), Message: c.GetMessage()})
+			v.Conditions = append(v.Conditions, conditionView{Type: c.GetType(), State: condition.StateName(c.GetState()), Reason: c.GetReason(), Message: c.GetMessage()})
 		}
 		out = append(out, v)
 	}
 	sortBy(out, func(s statusView) string { return s.Key })
 	return out
-}
-
-// stateName is a condition's state as the pages show it.
-func stateName(s pbresource.Condition_State) string {
-	switch s {
-	case pbresource.Condition_STATE_TRUE:
-		return "True"
-	case pbresource.Condition_STATE_FALSE:
-		return "False"
-	default:
-		return "Unknown"
-	}
 }
 
 // upsertMessage is the server-sent event of res changed or added.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/loomrt/loom/condition"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
@@ -343,7 +344,7 @@ func statusSummary(r *pbresource.Resource) string {
 		st := r.GetStatus()[k]
 		var conds []string
 		for _, c := range st.GetConditions() {
-			conds = append(conds, c.GetType()+"="+conditionState(c.GetState()))
+			conds = append(conds, c.GetType()+"="+condition.StateName(c.GetState()))
 		}
 		s := k + ": " + strings.Join(conds, ",")
 		if len(conds) == 0 {
@@ -358,15 +359,4 @@ func statusSummary(r *pbresource.Resource) string {
 		return "-"
 	}
 	return strings.Join(parts, "; ")
-}
-
-func conditionState(s pbresource.Condition_State) string {
-	switch s {
-	case pbresource.Condition_STATE_TRUE:
-		return "True"
-	case pbresource.Condition_STATE_FALSE:
-		return "False"
-	default:
-		return "Unknown"
-	}
 }
