@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 
 	pbfoov1 "github.com/loomrt/loom/examples/foo/pbfoo/v1"
-	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/loomrt/loom/internal/pbdecode"
+	"github.com/loomrt/loom/internal/testkit/benchutil"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/resource"
 )
