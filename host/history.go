@@ -21,7 +21,7 @@ type historyFlags struct {
 func (f *historyFlags) register(fs *flag.FlagSet) {
 	d := storage.DefaultHistoryLimits
 	fs.IntVar(&f.versions, "history-versions", d.KeepVersions,
-		"how many past versions of each resource the history keeps (changes of data, metadata or owner; status writes are not versions); 0 keeps no history and no trash")
+		"how many past versions of each resource the history keeps (changes of data or metadata; status writes are not versions); 0 keeps no history and no trash")
 	fs.DurationVar(&f.retention, "trash-retention", d.TrashRetention,
 		"how long a deleted resource is kept in the trash, from which it can be restored")
 	fs.IntVar(&f.perType, "trash-per-type", d.TrashPerType,

@@ -110,7 +110,7 @@ type RevisionPage struct {
 
 // Historian is a Backend that keeps, beside what it stores, the past of every resource: a
 // Revision for each committed write that changed the resource's Generation
-// (a create, or a change of data, metadata or owner), and one for each
+// (a create, or a change of data or metadata: an owner never changes), and one for each
 // deletion. Status-only writes (WriteStatusCAS, or a WriteCAS keeping the
 // stored Generation) add nothing, so a controller rewriting its status
 // cannot flood the history.

@@ -47,7 +47,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	c := newClientFlags(commandHelp{
 		name: "history", args: "TYPE NAME",
 		summary: "Lists the kept versions of a resource, newest first, of every lifetime of the name\n" +
-			"(deletions included): each change of data, metadata or owner, and each deletion.\n" +
+			"(deletions included): each change of data or metadata (an owner never changes), and each deletion.\n" +
 			"Status writes are not versions. BY is the ACL token's name (\"-\" without ACLs, and for\n" +
 			"the server's own controllers); CHANGE is what changed since the version below it.",
 		example: "loom history foo.v1.Bar my-bar\n" +
