@@ -29,6 +29,9 @@ type Manager struct {
 
 	watchRetryMin, watchRetryMax time.Duration
 
+	// cold turns warm standby off (WithWarmStandby(false)).
+	cold bool
+
 	mu          sync.Mutex
 	controllers []*Controller
 	running     bool
