@@ -255,7 +255,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	probe := newServerProbe()
 	for _, gvs := range watchedGroupVersions(controllers) {
 		key := resource.UnversionedTypeFrom(gvs[0])
-		primed := countdown(len(gvs), m.primed[key])
+		first := gvs[0]
+		primed := countdown(len(gvs), m.primed[key], func() {
+			// Once per type and process: a re-prime after a broken
+			// watch is not logged here, so a take-over from a warm
+			// cache shows none.
+			m.logger.Named("cache").Info("cache primed", "type", key.String(), "resources", m.cache.Len(first))
+		})
 		for i, t := range gvs {
 			w := &cacheWatcher{
 				Selector: m.selections[key].sel,
@@ -447,15 +453,16 @@ func watchedGroupVersions(controllers []*Controller) [][]*pbresource.Type {
 	return out
 }
 
-// countdown returns a function that closes done on its n-th call; later
-// calls do nothing.
-func countdown(n int, done chan struct{}) func() {
+// countdown returns a function that closes done and calls then on its
+// n-th call; later calls do nothing.
+func countdown(n int, done chan struct{}, then func()) func() {
 	var mu sync.Mutex
 	return func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if n--; n == 0 {
 			close(done)
+			then()
 		}
 	}
 }
