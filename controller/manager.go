@@ -29,8 +29,15 @@ type Manager struct {
 
 	watchRetryMin, watchRetryMax time.Duration
 
-	// cold turns warm standby off (WithWarmStandby(false)).
-	cold bool
+	// cold turns warm standby off (WithWarmStandby(false)); warmed is
+	// closed once every type is watched (at once when warm).
+	cold     bool
+	warmed   chan struct{}
+	warmOnce sync.Once
+
+	// recent holds, per managed type, the resources changed most recently
+	// (live events only), queued first when a controller starts.
+	recent map[resource.UnversionedType]*recentChanges
 
 	mu          sync.Mutex
 	controllers []*Controller
@@ -106,6 +113,8 @@ func NewManager(client pbresource.ResourceServiceClient, logger hclog.Logger, op
 		flag:   newFlagLease(),
 		subs:   make(map[resource.UnversionedType][]*subscription),
 		primed: make(map[resource.UnversionedType]chan struct{}),
+		warmed: make(chan struct{}),
+		recent: make(map[resource.UnversionedType]*recentChanges),
 
 		selections: make(map[resource.UnversionedType]typeSelection),
 	}
@@ -194,6 +203,9 @@ func (m *Manager) Register(c *Controller) error {
 			m.selections[key] = typeSelection{sel: c.selectorOf(t), by: c.name}
 		}
 	}
+	if key := resource.UnversionedTypeFrom(c.managedType); m.recent[key] == nil {
+		m.recent[key] = newRecentChanges(recentChangesPerType)
+	}
 	m.controllers = append(m.controllers, c)
 	return nil
 }
@@ -240,7 +252,9 @@ func (m *Manager) MustRegister(c *Controller) {
 }
 
 // Run starts the watches and the controllers and blocks until ctx ends and
-// everything has stopped. A Manager runs once.
+// everything has stopped. A Manager runs once. With warm standby off, the
+// watches of the types only singleton controllers need start when the
+// lease is first held (see WithWarmStandby).
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running {
@@ -253,48 +267,9 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	probe := newServerProbe()
-	for _, gvs := range watchedGroupVersions(controllers) {
-		key := resource.UnversionedTypeFrom(gvs[0])
-		first := gvs[0]
-		primed := countdown(len(gvs), m.primed[key], func() {
-			// Once per type and process: a re-prime after a broken
-			// watch is not logged here, so a take-over from a warm
-			// cache shows none.
-			m.logger.Named("cache").Info("cache primed", "type", key.String(), "resources", m.cache.Len(first))
-		})
-		for i, t := range gvs {
-			w := &cacheWatcher{
-				Selector: m.selections[key].sel,
-				Client:   m.client,
-				Cache:    m.cache,
-				Logger:   m.logger.Named("cache"),
-				Probe:    probe,
-				Health:   m.health,
-				RetryMin: m.watchRetryMin,
-				RetryMax: m.watchRetryMax,
-			}
-			wg.Add(1)
-			go func(t *pbresource.Type, extra bool) {
-				defer wg.Done()
-				if extra {
-					// A stream for a further GroupVersion is needed only
-					// where the server keeps one GroupVersion per watch;
-					// Loom's first stream has them all.
-					versioned, ok := probe.wait(ctx)
-					if !ok {
-						return
-					}
-					if versioned {
-						primed()
-						return
-					}
-				}
-				if err := w.Run(ctx, t, m.dispatcher(key), primed); err != nil {
-					m.logger.Error("cache watch failed", "type", resource.TypeString(t), "error", err)
-				}
-			}(t, i > 0)
-		}
-	}
+	m.startWatches(ctx, &wg, watchedGroupVersions(controllers), func(gvs []*pbresource.Type) {
+		m.watchType(ctx, &wg, probe, gvs)
+	})
 	for _, c := range controllers {
 		wg.Add(1)
 		go func(c *Controller) {
@@ -305,6 +280,52 @@ func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	return nil
+}
+
+// watchType starts the watches of one type, one per GroupVersion in gvs
+// (a further one only where the server needs it), each counted in wg.
+func (m *Manager) watchType(ctx context.Context, wg *sync.WaitGroup, probe *serverProbe, gvs []*pbresource.Type) {
+	key := resource.UnversionedTypeFrom(gvs[0])
+	first := gvs[0]
+	primed := countdown(len(gvs), m.primed[key], func() {
+		// Once per type and process: a re-prime after a broken
+		// watch is not logged here, so a take-over from a warm
+		// cache shows none.
+		m.logger.Named("cache").Info("cache primed", "type", key.String(), "resources", m.cache.Len(first))
+	})
+	sink := m.dispatcher(key)
+	for i, t := range gvs {
+		w := &cacheWatcher{
+			Selector: m.selections[key].sel,
+			Client:   m.client,
+			Cache:    m.cache,
+			Logger:   m.logger.Named("cache"),
+			Probe:    probe,
+			Health:   m.health,
+			RetryMin: m.watchRetryMin,
+			RetryMax: m.watchRetryMax,
+		}
+		wg.Add(1)
+		go func(t *pbresource.Type, extra bool) {
+			defer wg.Done()
+			if extra {
+				// A stream for a further GroupVersion is needed only
+				// where the server keeps one GroupVersion per watch;
+				// Loom's first stream has them all.
+				versioned, ok := probe.wait(ctx)
+				if !ok {
+					return
+				}
+				if versioned {
+					primed()
+					return
+				}
+			}
+			if err := w.Run(ctx, t, sink, primed); err != nil {
+				m.logger.Error("cache watch failed", "type", resource.TypeString(t), "error", err)
+			}
+		}(t, i > 0)
+	}
 }
 
 // supervise starts c whenever it may run and stops it when it may not.
@@ -387,17 +408,7 @@ func (m *Manager) waitAllowed(ctx context.Context, c *Controller) bool {
 	if c.placement == PlacementEachServer {
 		return ctx.Err() == nil
 	}
-	for {
-		changed := m.lease.Changed()
-		if m.lease.Held() {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-changed:
-		}
-	}
+	return m.waitLeader(ctx)
 }
 
 // waitDisallowed returns when c may no longer run: ctx ended or, for a
@@ -475,10 +486,15 @@ func (m *Manager) waitPrimed(ctx context.Context, c *Controller) bool {
 	return waitClosed(ctx, chans)
 }
 
-// dispatcher returns the cache sink of one type: it hands each change to
-// the running controllers that manage or watch the type.
+// dispatcher returns the cache sink of one type: it notes a live change
+// of a managed type among the recent ones, and hands each change to the
+// running controllers that manage or watch the type.
 func (m *Manager) dispatcher(typ resource.UnversionedType) func(cache.Event) {
+	recent := m.recent[typ] // nil for a type no controller manages
 	return func(ev cache.Event) {
+		if recent != nil && !ev.Snapshot {
+			recent.add(ev.Resource.Id)
+		}
 		m.subsMu.RLock()
 		subs := m.subs[typ]
 		m.subsMu.RUnlock()

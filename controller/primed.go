@@ -13,7 +13,10 @@ import (
 // watch. It does not start anything: call it while Run is running (or
 // about to run). With no controllers registered it returns at once.
 // Priming does not wait for the lease: a Manager that is not the leader
-// primes its cache all the same.
+// primes its cache all the same, unless warm standby is off
+// (WithWarmStandby(false)): such a follower watches the types only
+// singleton controllers need once it first leads, so WaitPrimed waits for
+// that too.
 //
 // It returns early, with the error CheckPrimed would return, when the
 // server refuses a watch of an unprimed type, during the call, with an
@@ -70,7 +73,9 @@ func (m *Manager) primedLocked() bool {
 // has held a full snapshot of every type the registered controllers manage
 // or watch, else an error naming the types not primed yet and, for those
 // whose watch fails (a missing token, a server out of reach), the last
-// failure as a *WatchError that says what to fix. Once a type is primed, a
+// failure as a *WatchError that says what to fix. A cold follower
+// (WithWarmStandby(false)) names the types it does not watch until it
+// leads as such. Once a type is primed, a
 // later failure of its watch shows in the log and the watch-error metric,
 // not here: the cache still serves what it holds.
 func (m *Manager) CheckPrimed() error {
@@ -84,6 +89,7 @@ func (m *Manager) CheckPrimed() error {
 // CheckPrimed returns, a channel that closes when one of the unprimed
 // types primes, and one that closes at the next refused watch attempt.
 func (m *Manager) primeState() (*notPrimedError, <-chan struct{}, <-chan struct{}) {
+	unwatched := m.unwatched()
 	m.mu.Lock()
 	var unprimed []*pbresource.Type
 	var wait chan struct{}
@@ -104,6 +110,9 @@ func (m *Manager) primeState() (*notPrimedError, <-chan struct{}, <-chan struct{
 	err := &notPrimedError{}
 	for _, t := range unprimed {
 		err.types = append(err.types, resource.TypeString(t))
+		if unwatched[resource.UnversionedTypeFrom(t)] {
+			err.unwatched = append(err.unwatched, resource.TypeString(t))
+		}
 	}
 	failures, refused := m.health.failures(unprimed)
 	err.failures = failures

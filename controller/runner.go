@@ -125,8 +125,9 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	// change before it is in the cache already, so nothing falls between.
 	m.subscribe(s)
 	defer m.unsubscribe(s)
+	recent := s.queueRecent(m.recent[s.managed], m.cache)
 	n := s.queueCached(m.cache)
-	logger.Debug("controller started", "resources", n, "workers", c.concurrency)
+	logger.Debug("controller started", "resources", n, "recent", recent, "workers", c.concurrency)
 
 	own := &ownWrites{q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
 	var wg sync.WaitGroup

@@ -40,12 +40,20 @@ func (e *WatchError) Unwrap() error { return e.Err }
 type notPrimedError struct {
 	types    []string
 	failures []error
+	// unwatched names the types a cold follower does not watch yet.
+	unwatched []string
 }
 
 func (e *notPrimedError) Error() string {
 	var b strings.Builder
 	b.WriteString("types not primed: ")
 	b.WriteString(strings.Join(e.types, ", "))
+	if len(e.unwatched) > 0 {
+		b.WriteString("; ")
+		b.WriteString(notWatchedReason)
+		b.WriteString(": ")
+		b.WriteString(strings.Join(e.unwatched, ", "))
+	}
 	for _, f := range e.failures {
 		b.WriteString("; ")
 		b.WriteString(f.Error())
