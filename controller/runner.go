@@ -125,9 +125,10 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	// change before it is in the cache already, so nothing falls between.
 	m.subscribe(s)
 	defer m.unsubscribe(s)
+	// The recent changes go in first, and the workers start on them while
+	// the bulk of the cache is queued behind (at 100k resources that takes
+	// tens of milliseconds).
 	recent := s.queueRecent(m.recent[s.managed], m.cache)
-	n := s.queueCached(m.cache)
-	logger.Debug("controller started", "resources", n, "recent", recent, "workers", c.concurrency)
 
 	own := &ownWrites{q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
 	var wg sync.WaitGroup
@@ -143,6 +144,19 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 			s.resync(ctx, m.cache, c.resync)
 		}()
 	}
+	m.startWorkers(ctx, &wg, c, q, rt, client, logger, met, own)
+	n := s.queueCached(m.cache)
+	logger.Debug("controller started", "resources", n, "recent", recent, "workers", c.concurrency)
+	<-ctx.Done()
+	q.ShutDownNow()
+	wg.Wait()
+	own.stop()
+	logger.Debug("controller stopped")
+}
+
+// startWorkers starts c's workers on q, each counted in wg.
+func (m *Manager) startWorkers(ctx context.Context, wg *sync.WaitGroup, c *Controller, q *workQueue, rt reconcile.Runtime,
+	client pbresource.ResourceServiceClient, logger hclog.Logger, met *controllerMetrics, own *ownWrites) {
 	refused := &refusals{logger: logger, count: met.authErrors}
 	for i := 0; i < c.concurrency; i++ {
 		wg.Add(1)
@@ -154,11 +168,6 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 			w.run(ctx)
 		}()
 	}
-	<-ctx.Done()
-	q.ShutDownNow()
-	wg.Wait()
-	own.stop()
-	logger.Debug("controller stopped")
 }
 
 // initialize runs c's initializer until it succeeds; false if ctx ended.
