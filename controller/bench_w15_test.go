@@ -141,8 +141,24 @@ type w15Result struct {
 // failover runs one round: three replicas on the lease named lease, the
 // leader reconciles the n widgets, then it is killed and a new widget is
 // written; it returns once that widget is reconciled, with every replica
-// stopped.
+// stopped. A round in which the lease moved before the kill, so that a cold
+// follower is cold no more, is run again (at most twice), with a note.
 func (e *w15Env) failover(tb testing.TB, lease string, n int, warm bool) w15Result {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		r, ok := e.tryFailover(tb, fmt.Sprintf("%s-%d", lease, attempt), n, warm)
+		if ok {
+			return r
+		}
+		if attempt == 3 {
+			tb.Fatalf("the lease moved before the kill in %d rounds in a row", attempt)
+		}
+	}
+}
+
+// tryFailover is one attempt of failover; false if the lease moved before
+// the kill and so spoiled a cold round.
+func (e *w15Env) tryFailover(tb testing.TB, lease string, n int, warm bool) (w15Result, bool) {
 	tb.Helper()
 	probe := &w15Probe{}
 	fresh := fmt.Sprintf("fresh-%d", e.round.Add(1))
@@ -157,10 +173,17 @@ func (e *w15Env) failover(tb testing.TB, lease string, n int, warm bool) w15Resu
 		}
 	}()
 	leader := waitW15Leader(tb, replicas)
-	waitFor(tb, time.Minute, "the leader reconciling every widget", func() bool { return leader.reconciles.Load() >= int64(n) })
+	waitFor(tb, time.Minute, "the leader reconciling every widget", func() bool {
+		if leader = heldBy(replicas); leader == nil {
+			return false
+		}
+		return leader.reconciles.Load() >= int64(n)
+	}, replicas...)
 	for _, r := range replicas {
-		if r != leader {
-			r.waitFollowing(tb, warm)
+		if r != leader && !r.waitFollowing(tb, warm) {
+			tb.Logf("%s led before the kill, so it is not cold (the lease moved while the leader primed); again. Its log:\n%s",
+				r.name, r.logs.String())
+			return w15Result{}, false
 		}
 	}
 	logsAtKill := map[*w15Replica]string{}
@@ -171,7 +194,7 @@ func (e *w15Env) failover(tb testing.TB, lease string, n int, warm bool) w15Resu
 	killedAt := time.Now()
 	leader.kill()
 	e.writeWidget(tb, fresh)
-	waitFor(tb, w15TTL+time.Minute, "the widget written after the kill reconciled", func() bool { return probe.at.Load() != 0 })
+	waitFor(tb, w15TTL+time.Minute, "the widget written after the kill reconciled", func() bool { return probe.at.Load() != 0 }, replicas...)
 	at := time.Unix(0, probe.at.Load())
 	next := probe.by.Load().(*w15Replica)
 	if next == leader {
@@ -182,7 +205,7 @@ func (e *w15Env) failover(tb testing.TB, lease string, n int, warm bool) w15Resu
 		wonToReconcile:  at.Sub(time.Unix(0, next.wonAt.Load())),
 		newLeaderLogs:   next.logs.String(),
 		logsAtKill:      logsAtKill[next],
-	}
+	}, true
 }
 
 // w15Probe notes when, and by which replica, the widget named fresh was
@@ -210,14 +233,15 @@ type w15Replica struct {
 func startW15Replica(tb testing.TB, client pbresource.ResourceServiceClient, lease, name string, warm bool, probe *w15Probe) *w15Replica {
 	tb.Helper()
 	r := &w15Replica{name: name, client: newKillableClient(client), logs: &testlog.Buffer{}}
+	logger := hclog.New(&hclog.LoggerOptions{Name: name, Output: r.logs, Level: hclog.Info})
 	el, err := leaderelection.New(r.client, &pbresource.ID{Name: lease}, name,
+		leaderelection.WithLogger(logger.Named("lease")),
 		leaderelection.WithLeaseDuration(w15TTL),
 		leaderelection.WithRenewDeadline(w15TTL*2/3),
 		leaderelection.WithRetryPeriod(w15TTL*2/15))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: name, Output: r.logs, Level: hclog.Info})
 	m, err := controller.NewManager(r.client, logger, controller.WithLease(el),
 		controller.WithWarmStandby(warm), controller.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
@@ -270,14 +294,12 @@ func (r *w15Replica) noteWin(ctx context.Context) {
 }
 
 // waitFollowing waits until a follower is ready for the failover: warm,
-// with its cache primed; or cold, with nothing watched.
-func (r *w15Replica) waitFollowing(tb testing.TB, warm bool) {
+// with its cache primed; or cold, with nothing watched (false if it is not,
+// having led).
+func (r *w15Replica) waitFollowing(tb testing.TB, warm bool) bool {
 	tb.Helper()
 	if !warm {
-		if s := r.manager.LeaderState(); s != controller.FollowingCold {
-			tb.Fatalf("%s is %s, want following (cold)", r.name, s)
-		}
-		return
+		return r.manager.LeaderState() == controller.FollowingCold
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -287,6 +309,7 @@ func (r *w15Replica) waitFollowing(tb testing.TB, warm bool) {
 	if s := r.manager.LeaderState(); s != controller.FollowingWarm {
 		tb.Fatalf("%s is %s, want following (warm)", r.name, s)
 	}
+	return true
 }
 
 // kill stops the replica as a crash would: every call of its client fails
@@ -318,23 +341,32 @@ func waitW15Leader(tb testing.TB, replicas []*w15Replica) *w15Replica {
 	tb.Helper()
 	var leader *w15Replica
 	waitFor(tb, 30*time.Second, "a leader", func() bool {
-		leader = nil
-		for _, r := range replicas {
-			if r.elector.Held() {
-				leader = r
-			}
-		}
+		leader = heldBy(replicas)
 		return leader != nil
-	})
+	}, replicas...)
 	return leader
 }
 
-// waitFor polls cond until it holds, failing after d.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+// heldBy returns the replica that holds the lease now, or nil.
+func heldBy(replicas []*w15Replica) *w15Replica {
+	for _, r := range replicas {
+		if r.elector.Held() {
+			return r
+		}
+	}
+	return nil
+}
+
+// waitFor polls cond until it holds, failing after d with what the
+// replicas logged.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool, replicas ...*w15Replica) {
 	tb.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, r := range replicas {
+				tb.Logf("%s: %s, %d reconciles; its log:\n%s", r.name, r.manager.LeaderState(), r.reconciles.Load(), r.logs.String())
+			}
 			tb.Fatalf("%s: not within %v", what, d)
 		}
 		time.Sleep(time.Millisecond) // polling a condition, with a deadline
