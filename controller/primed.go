@@ -75,9 +75,9 @@ func (m *Manager) primedLocked() bool {
 // whose watch fails (a missing token, a server out of reach), the last
 // failure as a *WatchError that says what to fix. A cold follower
 // (WithWarmStandby(false)) names the types it does not watch until it
-// leads as such. Once a type is primed, a
-// later failure of its watch shows in the log and the watch-error metric,
-// not here: the cache still serves what it holds.
+// leads as such. Once a type is primed, a later failure of its watch shows
+// in the log and the watch-error metric, not here: the cache still serves
+// what it holds.
 func (m *Manager) CheckPrimed() error {
 	if err, _, _ := m.primeState(); err != nil {
 		return err

@@ -127,7 +127,9 @@ func (m *Manager) runController(ctx context.Context, c *Controller, client pbres
 	defer m.unsubscribe(s)
 	// The recent changes go in first, and the workers start on them while
 	// the bulk of the cache is queued behind (at 100k resources that takes
-	// tens of milliseconds).
+	// tens of milliseconds). A recent one handed out before the bulk
+	// reaches it is queued once more, at Low: at most the recent record's
+	// bound of extra reconciles.
 	recent := s.queueRecent(m.recent[s.managed], m.cache)
 
 	own := &ownWrites{q: q, bound: c.readYourWritesBound(), timeouts: met.ryowTimeouts, logger: logger}
