@@ -40,12 +40,21 @@ func (r *readiness) options() []observe.Option {
 		}),
 	}
 	if r.lease != nil {
-		opts = append(opts, observe.WithReadiness("leader election", func(context.Context) error {
-			if !r.lease.Held() && r.lease.Holder() == "" {
-				return errors.New("no leader known yet: this replica neither holds the lease nor has seen its holder")
-			}
-			return nil
-		}))
+		opts = append(opts,
+			observe.WithReadiness("leader election", func(context.Context) error {
+				switch r.mgr.LeaderState() {
+				case controller.Leading:
+					return nil
+				case controller.FollowingCold:
+					return errors.New("following cold (-warm-standby=false): the singleton controllers' types are not cached here, " +
+						"so a take-over by this replica would wait for them to prime; run with -warm-standby=true for a ready standby")
+				}
+				if r.lease.Holder() == "" {
+					return errors.New("no leader known yet: this replica neither holds the lease nor has seen its holder")
+				}
+				return nil
+			}),
+			observe.WithStatus("leader", func() string { return r.mgr.LeaderState().String() }))
 	}
 	return opts
 }
