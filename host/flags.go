@@ -239,7 +239,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	switch f.storage {
 	case "inmem":
-		if set := etcdFlagsSet(fs); set != "" {
+		if set := etcdFlagsSet(fs); set == "warm-standby" {
+			return f, usagef("-warm-standby is for -storage etcd: on in-memory storage the server always leads, so it never stands by")
+		} else if set != "" {
 			return f, usagef("-%s is for -storage etcd", set)
 		}
 		if !f.dev {

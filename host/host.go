@@ -384,7 +384,8 @@ func newService(f config, backend storage.Backend, lease leaderLease, acls *acl.
 	// reaper) registered on mgr.
 	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
 	if lease != nil {
-		mgrOpts = append(mgrOpts, controller.WithLease(lease))
+		// A follower's cache is warm unless -warm-standby=false.
+		mgrOpts = append(mgrOpts, controller.WithLease(lease), controller.WithWarmStandby(f.etcd.warmStandby))
 	}
 	svc, mgr, err := builtin.New(svcCfg, logger.Named("controller"), mgrOpts...)
 	if err != nil {

@@ -62,6 +62,10 @@ func (r readiness) options() []observe.Option {
 		observe.WithReadiness("cache", func(context.Context) error {
 			return r.mgr.CheckPrimed() // names the types, and why a watch fails
 		}),
+		// Whether this server runs the singleton controllers. Every
+		// server serves the API whichever it is, so a follower, even a
+		// cold one (-warm-standby=false), is ready: /readyz routes clients.
+		observe.WithStatus("leader", func() string { return r.mgr.LeaderState().String() }),
 	}
 }
 
