@@ -260,13 +260,8 @@ func TestColdFollowerIsNotReady(t *testing.T) {
 	waitFor(t, "a leads", a.holds(t))
 	waitFor(t, "a is ready", a.ready(t))
 	b := start(t, "b", append(args, "-warm-standby=false")...)
-	var code int
-	var body string
-	waitFor(t, "b's cache is primed (for what a cold follower watches)", func() bool {
-		code, body = b.get(t, "/readyz")
-		return !strings.HasPrefix(body, "not ready: cache:")
-	})
-	if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: leader election: following cold (-warm-standby=false)") ||
+	code, body := b.get(t, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: warm standby: following cold (-warm-standby=false)") ||
 		!strings.HasSuffix(body, "\nleader: following (cold)\n") {
 		t.Fatalf("/readyz of the cold follower b: %d %q, want 503 naming -warm-standby", code, body)
 	}
