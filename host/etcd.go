@@ -43,6 +43,8 @@ type etcdFlags struct {
 	password  string
 	leaseTTL  time.Duration
 	nodeName  string
+	// warmStandby keeps a follower's cache warm (controller.WithWarmStandby).
+	warmStandby bool
 	// callTimeout bounds each request to etcd (etcd.WithCallTimeout).
 	callTimeout time.Duration
 }
@@ -51,6 +53,7 @@ type etcdFlags struct {
 var etcdFlagNames = []string{
 	"etcd-endpoints", "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key",
 	"etcd-username", "etcd-password", "lease-ttl", "node-name", "etcd-call-timeout",
+	"warm-standby",
 }
 
 func (f *etcdFlags) register(fs *flag.FlagSet) {
@@ -66,6 +69,10 @@ func (f *etcdFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL,
 		"`TTL` of the leader lease: how long the servers wait for a leader that vanished "+
 			"(whole seconds, at least 1s)")
+	fs.BoolVar(&f.warmStandby, "warm-standby", true,
+		"while another server leads, watch and cache every type the controllers need, so that this server reconciles from a current cache "+
+			"the moment it wins the lease (failover in about -lease-ttl); costs each follower the memory of those types and their watch traffic. "+
+			"-warm-standby=false saves that: a follower watches those types only once it first wins the lease, and primes them before reconciling")
 	fs.DurationVar(&f.callTimeout, "etcd-call-timeout", loometcd.DefaultCallTimeout,
 		"how long the server waits for etcd to answer one request of a read or a write; past it, or ahead of the client's deadline, "+
 			"a read fails with Unavailable and a write with Unavailable \"outcome unknown\"")

@@ -126,8 +126,11 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 			"-storage etcd keeps them in an etcd cluster that several servers share.\n"+
 			"Every server serves the API; the servers elect a leader through etcd\n"+
 			"(-lease-ttl), and only the leader runs the controllers, fencing its writes\n"+
-			"so a deposed leader's late writes are refused. The password may be given\n"+
-			"in the environment variable %s instead of -etcd-password.\n\nFlags:\n", etcdPasswordEnv)
+			"so a deposed leader's late writes are refused. The others keep the\n"+
+			"controllers' caches warm (unless -warm-standby=false), so one takes over\n"+
+			"at once when the lease is free; /readyz says which leads (\"leader:\").\n"+
+			"The password may be given in the environment variable %s\n"+
+			"instead of -etcd-password.\n\nFlags:\n", etcdPasswordEnv)
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&f.dev, "dev", false, "run a development server: in-memory storage")
@@ -239,7 +242,9 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	}
 	switch f.storage {
 	case "inmem":
-		if set := etcdFlagsSet(fs); set != "" {
+		if set := etcdFlagsSet(fs); set == "warm-standby" {
+			return f, usagef("-warm-standby is for -storage etcd: on in-memory storage the server always leads, so it never stands by")
+		} else if set != "" {
 			return f, usagef("-%s is for -storage etcd", set)
 		}
 		if !f.dev {

@@ -27,6 +27,8 @@ func TestServerFlags(t *testing.T) {
 		{args: []string{"-dev", "-storage", "consul"}, wantErr: `unknown -storage "consul"`, usage: true},
 		{args: []string{"-dev", "-etcd-endpoints", "127.0.0.1:2379"}, wantErr: "-etcd-endpoints is for -storage etcd", usage: true},
 		{args: []string{"-dev", "-lease-ttl", "5s"}, wantErr: "-lease-ttl is for -storage etcd", usage: true},
+		{args: []string{"-dev", "-warm-standby=false"}, wantErr: "-warm-standby is for -storage etcd: on in-memory storage the server always leads", usage: true},
+		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379", "-warm-standby=false"}},
 		{args: []string{"-storage", "etcd"}, wantErr: "needs -etcd-endpoints", usage: true},
 		{args: []string{"-storage", "etcd", "-etcd-endpoints", " , "}, wantErr: "needs -etcd-endpoints", usage: true},
 		{args: []string{"-storage", "etcd", "-etcd-endpoints", "127.0.0.1:2379"}},
@@ -108,8 +110,8 @@ func TestEtcdFlagValues(t *testing.T) {
 	if f.etcd.password != "from-env" {
 		t.Errorf("password = %q, want the one from %s", f.etcd.password, etcdPasswordEnv)
 	}
-	if f.etcd.prefix != "/loom" || f.etcd.leaseTTL != 10*time.Second || f.etcd.nodeName == "" {
-		t.Errorf("defaults: prefix %q, lease TTL %s, node name %q", f.etcd.prefix, f.etcd.leaseTTL, f.etcd.nodeName)
+	if f.etcd.prefix != "/loom" || f.etcd.leaseTTL != 10*time.Second || f.etcd.nodeName == "" || !f.etcd.warmStandby {
+		t.Errorf("defaults: prefix %q, lease TTL %s, node name %q, warm standby %v", f.etcd.prefix, f.etcd.leaseTTL, f.etcd.nodeName, f.etcd.warmStandby)
 	}
 	if cfg, err := f.etcd.tlsConfig(t.Context(), time.Second, hclog.NewNullLogger()); cfg != nil || err != nil {
 		t.Errorf("TLS without TLS flags: %v %v", cfg, err)

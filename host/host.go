@@ -23,7 +23,11 @@
 // on SIGTERM (-drain-period: /readyz fails while it serves on), and
 // limits on connections and messages (-max-conns, -max-http-conns,
 // -handshake-timeout, -max-streams-per-conn, -max-recv-msg-bytes, and
-// keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle). With
+// keepalive: -keepalive-min-time, -keepalive-time, -max-conn-idle), and
+// on etcd warm followers (-warm-standby: servers that do not lead keep the
+// controllers' caches current, to take over at once; /readyz has a line
+// "leader: leading", "leader: following (warm)" or "leader: following
+// (cold)"). With
 // ACLs on, refused requests have info log lines naming the token (never
 // its secret): the first at once, then one line per 10 s counting the
 // refusals since, per token, method and code; loom_requests_denied_total
@@ -384,7 +388,8 @@ func newService(f config, backend storage.Backend, lease leaderLease, acls *acl.
 	// reaper) registered on mgr.
 	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
 	if lease != nil {
-		mgrOpts = append(mgrOpts, controller.WithLease(lease))
+		// A follower's cache is warm unless -warm-standby=false.
+		mgrOpts = append(mgrOpts, controller.WithLease(lease), controller.WithWarmStandby(f.etcd.warmStandby))
 	}
 	svc, mgr, err := builtin.New(svcCfg, logger.Named("controller"), mgrOpts...)
 	if err != nil {

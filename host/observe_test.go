@@ -52,7 +52,10 @@ func TestHostHTTP(t *testing.T) {
 	if code, _ := httpGet(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d, want 200", code)
 	}
-	waitHTTP(t, base+"/readyz", func(code int, _ string) bool { return code == http.StatusOK })
+	// On in-memory storage the server always leads.
+	if _, body := waitHTTP(t, base+"/readyz", func(code int, _ string) bool { return code == http.StatusOK }); body != "ok\nleader: leading\n" {
+		t.Errorf("/readyz = %q, want ok and leader: leading", body)
+	}
 
 	// A write makes the example controller reconcile, so its families
 	// have samples.

@@ -65,3 +65,24 @@ func TestReadyzEtcdStall(t *testing.T) {
 	proxy.SetStalled(false)
 	waitReady("after etcd answered again")
 }
+
+// TestReadyzLeaderLine: servers on one etcd say on /readyz which one
+// leads and how the others follow: warm by default, cold with
+// -warm-standby=false. Every one of them is ready, since each serves the
+// API whether it leads or not.
+func TestReadyzLeaderLine(t *testing.T) {
+	endpoint := etcdtest.Start(t)
+	args := []string{"-storage", "etcd", "-etcd-endpoints", endpoint, "-etcd-prefix", "/readyz-leader", "-lease-ttl", "1s", "-drain-period", "0s"}
+	waitLine := func(h *runningHost, line string) {
+		t.Helper()
+		waitHTTP(t, "http://"+h.httpAddr+"/readyz", func(code int, body string) bool {
+			return code == http.StatusOK && body == "ok\n"+line+"\n"
+		})
+	}
+	leader := startHost(t, append(args, "-node-name", "leader")...)
+	waitLine(leader, "leader: leading")
+	warm := startHost(t, append(args, "-node-name", "warm")...)
+	waitLine(warm, "leader: following (warm)")
+	cold := startHost(t, append(args, "-node-name", "cold", "-warm-standby=false")...)
+	waitLine(cold, "leader: following (cold)")
+}

@@ -4,7 +4,8 @@
 //
 // /healthz answers 200 while the process serves HTTP at all. /readyz runs
 // every readiness check (each within a deadline) and answers 200 "ok" when
-// all pass, or 503 with one line naming the first that failed and why.
+// all pass, or 503 with one line naming the first that failed and why;
+// either way, status lines follow (WithStatus), e.g. "leader: leading".
 //
 // Every response must be written within a deadline (DefaultWriteTimeout),
 // so that a client that stops reading does not hold its connection; a
@@ -45,6 +46,7 @@ type Option func(*config)
 type config struct {
 	gatherer prometheus.Gatherer
 	checks   []check
+	statuses []status
 	timeout  time.Duration
 	write    time.Duration
 	pprof    bool
@@ -62,6 +64,11 @@ type check struct {
 	fn   func(context.Context) error
 }
 
+type status struct {
+	name string
+	fn   func() string
+}
+
 // WithMetrics serves g's metrics on /metrics.
 func WithMetrics(g prometheus.Gatherer) Option { return func(c *config) { c.gatherer = g } }
 
@@ -70,6 +77,16 @@ func WithMetrics(g prometheus.Gatherer) Option { return func(c *config) { c.gath
 // added.
 func WithReadiness(name string, fn func(context.Context) error) Option {
 	return func(c *config) { c.checks = append(c.checks, check{name, fn}) }
+}
+
+// WithStatus adds a line "name: value" to every /readyz answer, ready or
+// not, below the verdict, where value is what fn returns at the request
+// (each run of white space, newlines included, becomes one space, so it
+// stays one line). fn must be quick: it runs
+// without a deadline. Status lines inform; they never change the answer's
+// code. Lines come in the order added.
+func WithStatus(name string, fn func() string) Option {
+	return func(c *config) { c.statuses = append(c.statuses, status{name, fn}) }
 }
 
 // WithCheckTimeout sets how long a readiness check may take.
@@ -101,15 +118,16 @@ func NewHandler(opts ...Option) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	checks, timeout := c.checks, c.timeout
+	checks, statuses, timeout := c.checks, c.statuses, c.timeout
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		for _, ck := range checks {
 			if err := run(r.Context(), ck, timeout); err != nil {
-				http.Error(w, fmt.Sprintf("not ready: %s: %v", ck.name, err), http.StatusServiceUnavailable)
+				// http.Error ends the text with a newline.
+				http.Error(w, fmt.Sprintf("not ready: %s: %v", ck.name, err)+statusLines(statuses, "\n", ""), http.StatusServiceUnavailable)
 				return
 			}
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprint(w, "ok\n"+statusLines(statuses, "", "\n"))
 	})
 	private := func(h http.Handler) http.Handler { return h }
 	if c.token != nil {
@@ -133,6 +151,20 @@ func NewHandler(opts ...Option) http.Handler {
 		setWriteDeadline(w, write)
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// statusLines renders the status lines, each "name: value" with before
+// and after it.
+func statusLines(statuses []status, before, after string) string {
+	var b strings.Builder
+	for _, st := range statuses {
+		b.WriteString(before)
+		b.WriteString(st.name)
+		b.WriteString(": ")
+		b.WriteString(strings.Join(strings.Fields(st.fn()), " "))
+		b.WriteString(after)
+	}
+	return b.String()
 }
 
 // requireToken serves h to requests that carry "Authorization: Bearer

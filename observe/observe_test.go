@@ -167,3 +167,35 @@ func TestWithHandler(t *testing.T) {
 	code, _ = get(t, h, "/metrics")
 	assert.Equal(t, http.StatusUnauthorized, code)
 }
+
+// TestStatusLines: status lines follow the verdict of /readyz, ready or
+// not, with the value at the request, and leave the code alone.
+func TestStatusLines(t *testing.T) {
+	var ready atomic.Bool
+	var leader atomic.Value
+	leader.Store("following (warm)")
+	h := observe.NewHandler(
+		observe.WithReadiness("cache", func(context.Context) error {
+			if !ready.Load() {
+				return errors.New("not primed")
+			}
+			return nil
+		}),
+		observe.WithStatus("leader", func() string { return leader.Load().(string) }),
+		observe.WithStatus("note", func() string { return "two\nlines " }),
+	)
+	code, body := get(t, h, "/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "not ready: cache: not primed\nleader: following (warm)\nnote: two lines\n", body)
+
+	ready.Store(true)
+	leader.Store("leading")
+	code, body = get(t, h, "/readyz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\nleader: leading\nnote: two lines\n", body)
+
+	// Without status lines, the answers are as before.
+	code, body = get(t, observe.NewHandler(), "/readyz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+}

@@ -54,6 +54,7 @@ type config struct {
 	leaseName, leaseNS     string
 	leaseTTL               time.Duration
 	leaseIdentity          string
+	warmStandby            bool
 	httpAddr               string
 	httpTokenFile          string
 	reloadInterval         time.Duration
@@ -76,8 +77,10 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 			"-controllers=false serves their types). Its replicas elect a leader on a\n"+
 			"loom.v1.Lease resource on the server: the leader runs the singleton\n"+
 			"controllers, and on SIGTERM it stops them and releases the lease, so another\n"+
-			"replica takes over at once. /readyz is ready once the cache is primed and\n"+
-			"the replica leads or knows the leader.\n\nFlags:\n")
+			"replica takes over at once. The followers keep their caches warm (unless\n"+
+			"-warm-standby=false), so the one that wins the lease reconciles at once.\n"+
+			"/readyz is ready once the cache is primed and the replica leads, or follows\n"+
+			"warm and knows the leader; its \"leader:\" line says which.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	addr := os.Getenv(EnvAddr)
@@ -95,6 +98,10 @@ func parseFlags(o *options, args []string, output io.Writer) (config, error) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", leaderelection.DefaultLeaseDuration,
 		"how long a leader that stopped renewing keeps others waiting (the leader renews every 2/15 of it and gives up after 2/3 of it without a renewal); a leader that stops cleanly releases the lease at once")
 	fs.StringVar(&f.leaseIdentity, "lease-identity", "", "this replica's identity in the lease, unique among the replicas (default: the host name and a random suffix)")
+	fs.BoolVar(&f.warmStandby, "warm-standby", true,
+		"while following, watch and cache every type the singleton controllers need, so that this replica reconciles from a current cache the moment it wins the lease; "+
+			"costs each follower the memory of those types and their watch traffic. -warm-standby=false saves that: a follower watches those types only once it first wins the lease, "+
+			"and primes them before reconciling (a take-over then waits for a full prime), and /readyz reports it not ready while it follows")
 	fs.StringVar(&f.httpAddr, "http-addr", DefaultHTTPAddr, "`address` of the HTTP endpoints /metrics, /healthz and /readyz (port 0 picks a free port; empty turns them off)")
 	fs.StringVar(&f.httpTokenFile, "http-token-file", "", "`file` holding a token that /metrics and /debug/pprof/ require as \"Authorization: Bearer <token>\" (/healthz and /readyz stay open); reloaded when it changes, checked every -reload-interval")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", daemon.DefaultReloadInterval, "how often -http-token-file is checked for changes")
@@ -132,6 +139,9 @@ func (f *config) check(name string) error {
 		return usagef("-reload-interval must be positive")
 	}
 	if !f.leaderElect {
+		if !f.warmStandby {
+			return usagef("-warm-standby=false is for followers: with -leader-elect=false this process always runs the singleton controllers, so it never follows")
+		}
 		return nil
 	}
 	if f.leaseName == "" {

@@ -27,6 +27,10 @@ type readiness struct {
 	stopping atomic.Bool
 }
 
+// options are the checks and status lines of /readyz. With leader election
+// on, a cold follower (-warm-standby=false) is not ready, and that is said
+// before the cache check, which names the types it leaves unwatched: the
+// flag is the fix.
 func (r *readiness) options() []observe.Option {
 	opts := []observe.Option{
 		observe.WithReadiness("stopping", func(context.Context) error {
@@ -35,17 +39,28 @@ func (r *readiness) options() []observe.Option {
 			}
 			return nil
 		}),
-		observe.WithReadiness("cache", func(context.Context) error {
-			return r.mgr.CheckPrimed() // names the types, and why a watch fails
-		}),
 	}
 	if r.lease != nil {
-		opts = append(opts, observe.WithReadiness("leader election", func(context.Context) error {
-			if !r.lease.Held() && r.lease.Holder() == "" {
-				return errors.New("no leader known yet: this replica neither holds the lease nor has seen its holder")
+		opts = append(opts, observe.WithReadiness("warm standby", func(context.Context) error {
+			if r.mgr.LeaderState() == controller.FollowingCold {
+				return errors.New("following cold (-warm-standby=false): the singleton controllers' types are not cached here, " +
+					"so a take-over by this replica would wait for them to prime; run with -warm-standby=true for a ready standby")
 			}
 			return nil
 		}))
+	}
+	opts = append(opts, observe.WithReadiness("cache", func(context.Context) error {
+		return r.mgr.CheckPrimed() // names the types, and why a watch fails
+	}))
+	if r.lease != nil {
+		opts = append(opts,
+			observe.WithReadiness("leader election", func(context.Context) error {
+				if r.mgr.LeaderState() != controller.Leading && r.lease.Holder() == "" {
+					return errors.New("no leader known yet: this replica neither holds the lease nor has seen its holder")
+				}
+				return nil
+			}),
+			observe.WithStatus("leader", func() string { return r.mgr.LeaderState().String() }))
 	}
 	return opts
 }

@@ -14,14 +14,19 @@
 // -tls-key for mutual TLS) and an ACL token (-token-file, or $LOOM_TOKEN);
 // leader election among its replicas (on by default: -leader-elect,
 // -lease-name, -lease-namespace, -lease-ttl, -lease-identity), on a
-// loom.v1.Lease resource on the server (package leaderelection); HTTP
+// loom.v1.Lease resource on the server (package leaderelection), with warm
+// followers (-warm-standby, on by default: see controller.WithWarmStandby); HTTP
 // endpoints (-http-addr: /metrics with the Go, process, gRPC client and
 // controller metrics, /healthz, /readyz; -pprof); logging (-log-level,
 // -log-json).
 //
 // /readyz is ready once the Manager's cache is primed and, with leader
-// election on, this replica leads or knows the leader: a follower is warm
-// and takes over at once. On SIGINT or SIGTERM the controllers stop first,
+// election on, this replica leads, or follows warm and knows the leader: a
+// warm follower takes over at once. A cold follower (-warm-standby=false)
+// is not ready: it would have to prime the singleton controllers' types
+// before reconciling. With leader election on, /readyz has a line
+// "leader: leading", "leader: following (warm)" or "leader: following
+// (cold)" (controller.LeaderState), ready or not. On SIGINT or SIGTERM the controllers stop first,
 // then the lease is released, so another replica takes over at once rather
 // than after the lease expires.
 package remote
@@ -162,7 +167,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer, register Register
 	defer conn.Close()
 	client := pbresource.NewResourceServiceClient(conn)
 
-	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics)}
+	mgrOpts := []controller.ManagerOption{controller.WithMetrics(metrics), controller.WithWarmStandby(f.warmStandby)}
 	var lease *leaderelection.Elector
 	if f.leaderElect {
 		if lease, err = f.newLease(client, logger.Named("lease")); err != nil {

@@ -212,6 +212,12 @@ func TestReplicasHandOverOnStop(t *testing.T) {
 	if b.holds(t)() {
 		t.Fatal("b holds the lease while a does")
 	}
+	if _, body := a.get(t, "/readyz"); body != "ok\nleader: leading\n" {
+		t.Errorf("/readyz of the leader a: %q, want ok and leader: leading", body)
+	}
+	if _, body := b.get(t, "/readyz"); body != "ok\nleader: following (warm)\n" {
+		t.Errorf("/readyz of the follower b: %q, want ok and leader: following (warm)", body)
+	}
 	if by := writeQux(t, client, "q1"); by != "a" {
 		t.Fatalf("q1 reconciled by %q, want the leader a", by)
 	}
@@ -236,6 +242,54 @@ func TestReplicasHandOverOnStop(t *testing.T) {
 	}
 	if by := writeQux(t, client, "q2"); by != "b" {
 		t.Fatalf("q2 reconciled by %q, want the new leader b", by)
+	}
+	if code, body := b.get(t, "/readyz"); code != http.StatusOK || body != "ok\nleader: leading\n" {
+		t.Errorf("/readyz of the new leader b: %d %q, want 200, ok and leader: leading", code, body)
+	}
+}
+
+// A replica with -warm-standby=false is a cold follower: alive, not
+// ready, and /readyz says why and names the flag. Once it leads, it is
+// ready and reconciles.
+func TestColdFollowerIsNotReady(t *testing.T) {
+	addr := serve(t, nil, "", allTypes...)
+	client := pbresource.NewResourceServiceClient(dialPlain(t, addr))
+	args := []string{"-addr", addr, "-lease-ttl", "3s"}
+
+	a := start(t, "a", args...)
+	waitFor(t, "a leads", a.holds(t))
+	waitFor(t, "a is ready", a.ready(t))
+	b := start(t, "b", append(args, "-warm-standby=false")...)
+	code, body := b.get(t, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: warm standby: following cold (-warm-standby=false)") ||
+		!strings.HasSuffix(body, "\nleader: following (cold)\n") {
+		t.Fatalf("/readyz of the cold follower b: %d %q, want 503 naming -warm-standby", code, body)
+	}
+	if code, _ := b.get(t, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz of the cold follower b: %d, want 200", code)
+	}
+
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b takes over", b.holds(t))
+	waitFor(t, "b is ready once it leads", b.ready(t))
+	if _, body := b.get(t, "/readyz"); body != "ok\nleader: leading\n" {
+		t.Errorf("/readyz of b leading: %q, want ok and leader: leading", body)
+	}
+	if by := writeQux(t, client, "q1"); by != "b" {
+		t.Fatalf("q1 reconciled by %q, want the new leader b", by)
+	}
+}
+
+// Without leader election there is no leader line: the process always
+// runs its controllers.
+func TestNoLeaderLineWithoutElection(t *testing.T) {
+	addr := serve(t, nil, "", foo.RegisterTypes)
+	p := start(t, "solo", "-addr", addr, "-leader-elect=false")
+	waitFor(t, "the process is ready", p.ready(t))
+	if _, body := p.get(t, "/readyz"); body != "ok\n" {
+		t.Errorf("/readyz without leader election: %q, want ok alone", body)
 	}
 }
 
@@ -376,6 +430,7 @@ func TestFlags(t *testing.T) {
 		{"unknown flag", []string{"-nope"}, "-nope"},
 		{"empty addr", []string{"-addr", ""}, "-addr"},
 		{"empty addr in list", []string{"-addr", "127.0.0.1:1,,127.0.0.1:2"}, "-addr"},
+		{"cold standby without election", []string{"-leader-elect=false", "-warm-standby=false"}, "-warm-standby=false is for followers"},
 	} {
 		err := remote.Run(context.Background(), tc.args, io.Discard, nil, remote.WithName("remote-test"))
 		var usage remote.UsageError
@@ -395,7 +450,7 @@ func TestFlags(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"Usage: remote-test", "Greets.", "-mine", "-addr", "-token-file", "-leader-elect", "-lease-ttl", "-http-addr"} {
+	for _, want := range []string{"Usage: remote-test", "Greets.", "-mine", "-addr", "-token-file", "-leader-elect", "-lease-ttl", "-warm-standby", "-http-addr"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("-h output lacks %q:\n%s", want, help)
 		}
