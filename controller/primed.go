@@ -32,18 +32,18 @@ import (
 // with their watches' last failures.
 func (m *Manager) WaitPrimed(ctx context.Context) error {
 	for {
-		err, primed, refused := m.primeState()
+		err, primed, refused := m.primeState(false)
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-primed:
 		case <-refused:
-			if err, _, _ := m.primeState(); err != nil && err.refused() {
+			if err, _, _ := m.primeState(false); err != nil && err.refused() {
 				return err
 			}
 		case <-ctx.Done():
-			if err, _, _ := m.primeState(); err != nil {
+			if err, _, _ := m.primeState(false); err != nil {
 				return fmt.Errorf("waiting for the cache: %w: %w", ctx.Err(), err)
 			}
 			return nil
@@ -79,23 +79,39 @@ func (m *Manager) primedLocked() bool {
 // in the log and the watch-error metric, not here: the cache still serves
 // what it holds.
 func (m *Manager) CheckPrimed() error {
-	if err, _, _ := m.primeState(); err != nil {
+	if err, _, _ := m.primeState(false); err != nil {
 		return err
 	}
 	return nil
 }
 
-// primeState returns nil when the cache is primed; else the error
-// CheckPrimed returns, a channel that closes when one of the unprimed
-// types primes, and one that closes at the next refused watch attempt.
-func (m *Manager) primeState() (*notPrimedError, <-chan struct{}, <-chan struct{}) {
+// CheckWatchedPrimed is CheckPrimed without the types a cold follower
+// (WithWarmStandby(false)) does not watch until it leads: nil once every
+// type the Manager watches now is primed. It suits the readiness of a
+// process that serves clients whether or not it leads.
+func (m *Manager) CheckWatchedPrimed() error {
+	if err, _, _ := m.primeState(true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// primeState returns nil when the cache is primed (leaving out the types
+// not watched yet, with onlyWatched); else the error CheckPrimed returns,
+// a channel that closes when one of the unprimed types primes, and one
+// that closes at the next refused watch attempt.
+func (m *Manager) primeState(onlyWatched bool) (*notPrimedError, <-chan struct{}, <-chan struct{}) {
 	unwatched := m.unwatched()
 	m.mu.Lock()
 	var unprimed []*pbresource.Type
 	var wait chan struct{}
 	if !m.primedLocked() {
 		for _, gvs := range watchedGroupVersions(m.controllers) {
-			if ch := m.primed[resource.UnversionedTypeFrom(gvs[0])]; !isClosed(ch) {
+			key := resource.UnversionedTypeFrom(gvs[0])
+			if onlyWatched && unwatched[key] {
+				continue
+			}
+			if ch := m.primed[key]; !isClosed(ch) {
 				unprimed = append(unprimed, gvs...)
 				if wait == nil {
 					wait = ch

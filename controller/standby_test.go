@@ -95,6 +95,7 @@ func TestColdFollowerWatchesSingletonTypesOnceLeading(t *testing.T) {
 	assert.Contains(t, err.Error(), "types not primed: foo.v1.Bar")
 	assert.Contains(t, err.Error(), "not watched until this Manager leads (warm standby off): foo.v1.Bar")
 	assert.NotContains(t, err.Error(), "Zip")
+	require.NoError(t, m.CheckWatchedPrimed(), "what a cold follower watches is primed")
 
 	m.SetLeader(true)
 	require.Eventually(t, func() bool { return bars.has("before") }, 5*time.Second, time.Millisecond)

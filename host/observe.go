@@ -60,14 +60,11 @@ func (r readiness) options() []observe.Option {
 		}),
 		observe.WithReadiness("storage", probe.check),
 		observe.WithReadiness("cache", func(context.Context) error {
-			if r.mgr.LeaderState() == controller.FollowingCold {
-				// A cold follower (-warm-standby=false) leaves the types
-				// of the singleton controllers unwatched until it leads,
-				// and the API it serves does not read the Manager's
-				// cache: it is ready to serve.
-				return nil
-			}
-			return r.mgr.CheckPrimed() // names the types, and why a watch fails
+			// A cold follower (-warm-standby=false) leaves the types of
+			// the singleton controllers unwatched until it leads, and the
+			// API it serves does not read the Manager's cache: it is
+			// ready to serve once what it watches is primed.
+			return r.mgr.CheckWatchedPrimed() // names the types, and why a watch fails
 		}),
 		// Whether this server runs the singleton controllers. Every
 		// server serves the API whichever it is, so a follower, even a
