@@ -400,67 +400,45 @@ func (k *killableClient) guard(ctx context.Context) (context.Context, func(), er
 	return ctx, func() { stop(); cancel() }, nil
 }
 
-func (k *killableClient) Read(ctx context.Context, in *pbresource.ReadRequest, opts ...grpc.CallOption) (*pbresource.ReadResponse, error) {
+// guarded makes the call through k's guard: refused once k is killed, and
+// cut short by the kill.
+func guarded[Req, Rsp any](k *killableClient, ctx context.Context, in Req, opts []grpc.CallOption,
+	call func(context.Context, Req, ...grpc.CallOption) (Rsp, error)) (Rsp, error) {
 	ctx, done, err := k.guard(ctx)
 	if err != nil {
-		return nil, err
+		var zero Rsp
+		return zero, err
 	}
 	defer done()
-	return k.ResourceServiceClient.Read(ctx, in, opts...)
+	return call(ctx, in, opts...)
+}
+
+func (k *killableClient) Read(ctx context.Context, in *pbresource.ReadRequest, opts ...grpc.CallOption) (*pbresource.ReadResponse, error) {
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.Read)
 }
 
 func (k *killableClient) Write(ctx context.Context, in *pbresource.WriteRequest, opts ...grpc.CallOption) (*pbresource.WriteResponse, error) {
-	ctx, done, err := k.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return k.ResourceServiceClient.Write(ctx, in, opts...)
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.Write)
 }
 
 func (k *killableClient) WriteStatus(ctx context.Context, in *pbresource.WriteStatusRequest, opts ...grpc.CallOption) (*pbresource.WriteStatusResponse, error) {
-	ctx, done, err := k.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return k.ResourceServiceClient.WriteStatus(ctx, in, opts...)
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.WriteStatus)
 }
 
 func (k *killableClient) List(ctx context.Context, in *pbresource.ListRequest, opts ...grpc.CallOption) (*pbresource.ListResponse, error) {
-	ctx, done, err := k.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return k.ResourceServiceClient.List(ctx, in, opts...)
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.List)
 }
 
 func (k *killableClient) ListByOwner(ctx context.Context, in *pbresource.ListByOwnerRequest, opts ...grpc.CallOption) (*pbresource.ListByOwnerResponse, error) {
-	ctx, done, err := k.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return k.ResourceServiceClient.ListByOwner(ctx, in, opts...)
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.ListByOwner)
 }
 
 func (k *killableClient) Delete(ctx context.Context, in *pbresource.DeleteRequest, opts ...grpc.CallOption) (*pbresource.DeleteResponse, error) {
-	ctx, done, err := k.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return k.ResourceServiceClient.Delete(ctx, in, opts...)
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.Delete)
 }
 
 func (k *killableClient) MutateAndValidate(ctx context.Context, in *pbresource.MutateAndValidateRequest, opts ...grpc.CallOption) (*pbresource.MutateAndValidateResponse, error) {
-	ctx, done, err := k.guard(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return k.ResourceServiceClient.MutateAndValidate(ctx, in, opts...)
+	return guarded(k, ctx, in, opts, k.ResourceServiceClient.MutateAndValidate)
 }
 
 // WatchList opens a stream that ends at the kill.
