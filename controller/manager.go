@@ -31,9 +31,8 @@ type Manager struct {
 
 	// cold turns warm standby off (WithWarmStandby(false)); warmed is
 	// closed once every type is watched (at once when warm).
-	cold     bool
-	warmed   chan struct{}
-	warmOnce sync.Once
+	cold   bool
+	warmed chan struct{}
 
 	// recent holds, per managed type, the resources changed most recently
 	// (live events only), queued first when a controller starts.

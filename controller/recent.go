@@ -7,7 +7,6 @@ import (
 	"github.com/loomrt/loom/controller/queue"
 	"github.com/loomrt/loom/proto/pbresource"
 	"github.com/loomrt/loom/reconcile"
-	"github.com/loomrt/loom/resource"
 )
 
 // recentChangesPerType bounds the changes a Manager remembers per managed
@@ -73,7 +72,7 @@ func (s *subscription) queueRecent(r *recentChanges, c *cache.Cache) int {
 		if err != nil || len(ids) == 0 || (id.Uid != "" && ids[0].Uid != id.Uid) {
 			continue
 		}
-		req := reconcile.Request{ID: resource.CloneID(ids[0])}
+		req := reconcile.Request{ID: ids[0]} // read-only, like the cache's
 		s.queue.AddPriority(req.Key(), req, queue.Normal)
 		n++
 	}

@@ -123,7 +123,7 @@ func (m *Manager) startWatches(ctx context.Context, wg *sync.WaitGroup, types []
 		start(gvs)
 	}
 	if len(later) == 0 {
-		m.warmOnce.Do(func() { close(m.warmed) })
+		close(m.warmed) // once: a Manager runs once
 		return
 	}
 	wg.Add(1)
@@ -136,7 +136,7 @@ func (m *Manager) startWatches(ctx context.Context, wg *sync.WaitGroup, types []
 		for _, gvs := range later {
 			start(gvs)
 		}
-		m.warmOnce.Do(func() { close(m.warmed) })
+		close(m.warmed) // once: a Manager runs once
 	}()
 }
 

@@ -82,9 +82,9 @@ func WithReadiness(name string, fn func(context.Context) error) Option {
 // WithStatus adds a line "name: value" to every /readyz answer, ready or
 // not, below the verdict, where value is what fn returns at the request
 // (each run of white space, newlines included, becomes one space, so it
-// stays one line). fn must be quick: it runs
-// without a deadline. Status lines inform; they never change the answer's
-// code. Lines come in the order added.
+// stays one line). fn must be quick: it runs without a deadline. Status
+// lines inform; they never change the answer's code. Lines come in the
+// order added.
 func WithStatus(name string, fn func() string) Option {
 	return func(c *config) { c.statuses = append(c.statuses, status{name, fn}) }
 }

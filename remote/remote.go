@@ -26,9 +26,9 @@
 // is not ready: it would have to prime the singleton controllers' types
 // before reconciling. With leader election on, /readyz has a line
 // "leader: leading", "leader: following (warm)" or "leader: following
-// (cold)" (controller.LeaderState), ready or not. On SIGINT or SIGTERM the controllers stop first,
-// then the lease is released, so another replica takes over at once rather
-// than after the lease expires.
+// (cold)" (controller.LeaderState), ready or not. On SIGINT or SIGTERM the
+// controllers stop first, then the lease is released, so another replica
+// takes over at once rather than after the lease expires.
 package remote
 
 import (
